@@ -1,0 +1,71 @@
+"""Input checks shared by the reference modules.
+
+Each check raises ``ValueError`` naming what was expected and what came, so
+that a student or an instructor sees the mistake before any arithmetic.
+"""
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def require_tensor(x, name, *, min_dim=0, floating=True):
+    """Check that ``x`` is a tensor with at least ``min_dim`` dimensions."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(
+            f"{name} must be a torch.Tensor, got {type(x).__name__}"
+        )
+    if x.dim() < min_dim:
+        raise ValueError(
+            f"{name} must have at least {min_dim} dimensions, got shape "
+            f"{tuple(x.shape)}"
+        )
+    if floating and x.dtype not in FLOAT_DTYPES:
+        raise ValueError(
+            f"{name} must be float32 or float64, got {x.dtype}"
+        )
+
+
+def require_same_dtype(**tensors):
+    """Check that all named tensors share one dtype."""
+    dtypes = {name: t.dtype for name, t in tensors.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{n} is {d}" for n, d in dtypes.items())
+        raise ValueError(f"expected one dtype, got {listed}")
+
+
+def require_positive_int(value, name):
+    """Check that ``value`` is an int (not a bool) greater than zero."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def batch_shape(*shapes, what):
+    """Broadcast leading batch shapes, or explain why they do not match."""
+    try:
+        return torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        listed = ", ".join(str(tuple(s)) for s in shapes)
+        raise ValueError(
+            f"{what}: batch dimensions {listed} do not broadcast"
+        ) from None
+
+
+def require_mask(mask, n_queries, n_keys, batch=()):
+    """Check a bool mask broadcastable to ``(*batch, n_queries, n_keys)``."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask)
+        raise ValueError(
+            "mask must be a bool tensor (True where a query may attend), "
+            f"got {got}"
+        )
+    target = (*batch, n_queries, n_keys)
+    try:
+        shape = torch.broadcast_shapes(mask.shape, target)
+    except RuntimeError:
+        shape = None
+    if shape is None or tuple(shape[-2:]) != (n_queries, n_keys):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to "
+            f"(..., N_q, N_k) = {target}"
+        )

@@ -1,0 +1,139 @@
+"""Multi-head attention: split the features into heads, attend in each,
+merge the heads and mix them with an output projection.
+
+Conventions (shared by every module of ``course_lib``): tokens are rows,
+``X`` is ``(..., N, D)`` with ``D = d_model``; ``H`` heads of
+``d_head = D // H`` features each; per-head tensors are ``(..., H, N,
+d_head)``; attention weights are ``(..., H, N_q, N_k)`` and sum to 1 over
+the keys; a mask is bool, broadcastable to ``(..., N_q, N_k)``, ``True``
+where a query may attend, and applies to every head. Float32 and float64
+inputs keep their dtype.
+"""
+
+import torch
+from torch import nn
+
+from course_lib._validate import require_positive_int, require_tensor
+from course_lib.attention import scaled_dot_product_attention
+
+__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+
+
+def split_heads(X, n_heads):
+    """``(..., N, D) -> (..., H, N, D // H)``.
+
+    Head ``h`` holds features ``h * d_head : (h + 1) * d_head`` of every
+    token, where ``d_head = D // H``.
+    """
+    require_tensor(X, "X", min_dim=2, floating=False)
+    require_positive_int(n_heads, "n_heads")
+    *batch, N, D = X.shape
+    if D % n_heads:
+        raise ValueError(
+            f"the feature size D = {D} is not divisible by "
+            f"n_heads = {n_heads}"
+        )
+    d_head = D // n_heads
+    X = X.reshape(*batch, N, n_heads, d_head)  # (..., N, H, d_head)
+    return X.transpose(-3, -2)  # (..., H, N, d_head)
+
+
+def merge_heads(X):
+    """``(..., H, N, d_head) -> (..., N, H * d_head)``: undoes split_heads."""
+    require_tensor(X, "X", min_dim=3, floating=False)
+    *batch, H, N, d_head = X.shape
+    X = X.transpose(-3, -2)  # (..., N, H, d_head)
+    return X.reshape(*batch, N, H * d_head)  # (..., N, D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with projections ``W_q, W_k, W_v, W_o``.
+
+    Each projection is ``d_model -> d_model``; head ``h`` uses slice ``h`` of
+    the projected features. ``forward(X, mask=None)`` takes
+    ``X (..., N, d_model)`` and returns ``(Y, A)`` with ``Y (..., N,
+    d_model)`` and the per-head weights ``A (..., H, N, N)``. With
+    ``context (..., N_k, d_model)`` it is cross-attention and ``A`` is
+    ``(..., H, N, N_k)``.
+    """
+
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        require_positive_int(n_heads, "n_heads")
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model = {d_model} is not divisible by "
+                f"n_heads = {n_heads}"
+            )
+        self.d_model, self.n_heads = d_model, n_heads
+        self.d_head = d_model // n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, X, mask=None, *, context=None):
+        require_tensor(X, "X", min_dim=2)
+        context = X if context is None else context
+        require_tensor(context, "context", min_dim=2)
+        for name, t in (("X", X), ("context", context)):
+            if t.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have d_model = {self.d_model} features, "
+                    f"got shape {tuple(t.shape)}"
+                )
+        H = self.n_heads
+        # Q_h = X W_q^(h) for every head at once       (..., H, N, d_head)
+        Q = split_heads(self.W_q(X), H)
+        K = split_heads(self.W_k(context), H)  # (..., H, N_k, d_head)
+        V = split_heads(self.W_v(context), H)  # (..., H, N_k, d_head)
+        if mask is not None and isinstance(mask, torch.Tensor):
+            if mask.dim() >= 2:
+                # One mask for every head.             (..., 1, N_q, N_k)
+                mask = mask.unsqueeze(-3)
+        # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
+        heads, A = scaled_dot_product_attention(Q, K, V, mask)
+        # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
+        return self.W_o(merge_heads(heads)), A
+
+    @classmethod
+    def from_torch(cls, module):
+        """A copy of an ``nn.MultiheadAttention`` with the same weights.
+
+        Outputs and per-head weights (``average_attn_weights=False``) match
+        the PyTorch module's, whose ``attn_mask`` is ``True`` where
+        attention is *not* allowed: pass ``~attn_mask`` here.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise ValueError(
+                "expected an nn.MultiheadAttention, got "
+                f"{type(module).__name__}"
+            )
+        if not module._qkv_same_embed_dim:
+            raise ValueError(
+                "only modules with kdim = vdim = embed_dim can be copied"
+            )
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                "add_bias_kv and add_zero_attn have no counterpart here"
+            )
+        bias = module.in_proj_bias is not None
+        copy = cls(
+            d_model=module.embed_dim, n_heads=module.num_heads, bias=bias
+        )
+        copy.to(module.in_proj_weight.dtype)
+        w_q, w_k, w_v = module.in_proj_weight.detach().chunk(3)
+        with torch.no_grad():
+            for linear, w in zip(
+                (copy.W_q, copy.W_k, copy.W_v), (w_q, w_k, w_v), strict=True
+            ):
+                linear.weight.copy_(w)
+            copy.W_o.weight.copy_(module.out_proj.weight)
+            if bias:
+                b_q, b_k, b_v = module.in_proj_bias.detach().chunk(3)
+                copy.W_q.bias.copy_(b_q)
+                copy.W_k.bias.copy_(b_k)
+                copy.W_v.bias.copy_(b_v)
+                copy.W_o.bias.copy_(module.out_proj.bias)
+        return copy

@@ -1,0 +1,19 @@
+"""nbgrader configuration for the course (see the README for instructors)."""
+
+c = get_config()  # noqa: F821  (nbgrader injects get_config)
+
+c.CourseDirectory.course_id = "transformers"
+c.CourseDirectory.root = "."
+# The source notebooks (with solutions) live in solutions/NN_slug/, and the
+# student versions are released into chapters/NN_slug/, which the book
+# renders.
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "chapters"
+c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+
+# The per-cell timeout (the ExecutePreprocessor form is ignored by nbgrader).
+c.Execute.timeout = 120
+c.Execute.interrupt_on_timeout = True
+
+# Released notebooks carry no outputs.
+c.ClearOutput.enabled = True

@@ -1,0 +1,111 @@
+"""Tests of course_lib.multihead against nn.MultiheadAttention."""
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib.attention import causal_mask, scaled_dot_product_attention
+from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+
+
+def test_split_heads_layout():
+    X = torch.arange(2 * 3 * 8).reshape(2, 3, 8)
+    heads = split_heads(X, 4)
+    assert heads.shape == (2, 4, 3, 2)
+    # Head h holds features 2h:2h+2 of every token.
+    for h in range(4):
+        assert torch.equal(heads[:, h], X[..., 2 * h:2 * h + 2])
+
+
+def test_merge_inverts_split():
+    X = torch.randn(2, 5, 3, 12)
+    for H in (1, 2, 3, 4, 6, 12):
+        assert torch.equal(merge_heads(split_heads(X, H)), X)
+
+
+def test_split_heads_errors():
+    with pytest.raises(ValueError, match="not divisible"):
+        split_heads(torch.randn(3, 10), 4)
+    with pytest.raises(ValueError, match="positive int"):
+        split_heads(torch.randn(3, 8), 0)
+
+
+def _torch_and_ours(dtype, bias=True, d_model=12, n_heads=3):
+    torch_mha = nn.MultiheadAttention(
+        d_model, n_heads, bias=bias, batch_first=True
+    ).to(dtype).eval()
+    return torch_mha, MultiHeadAttention.from_torch(torch_mha)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("masked", [False, True])
+def test_from_torch_matches(dtype, tol, bias, masked):
+    torch_mha, ours = _torch_and_ours(dtype, bias)
+    X = torch.randn(2, 5, 12, dtype=dtype)
+    mask = causal_mask(5) if masked else None
+    expected, expected_A = torch_mha(
+        X, X, X, attn_mask=None if mask is None else ~mask,
+        average_attn_weights=False,
+    )
+    Y, A = ours(X, mask)
+    assert Y.dtype == dtype and A.shape == (2, 3, 5, 5)
+    torch.testing.assert_close(Y, expected, **tol)
+    torch.testing.assert_close(A, expected_A, **tol)
+
+
+def test_from_torch_cross_attention(dtype, tol):
+    torch_mha, ours = _torch_and_ours(dtype)
+    X = torch.randn(2, 4, 12, dtype=dtype)
+    C = torch.randn(2, 7, 12, dtype=dtype)
+    expected, expected_A = torch_mha(X, C, C, average_attn_weights=False)
+    Y, A = ours(X, context=C)
+    torch.testing.assert_close(Y, expected, **tol)
+    torch.testing.assert_close(A, expected_A, **tol)
+
+
+def test_heads_are_independent_attentions():
+    mha = MultiHeadAttention(d_model=8, n_heads=2).double()
+    X = torch.randn(3, 6, 8, dtype=torch.float64)
+    Y, A = mha(X)
+    Q, K, V = mha.W_q(X), mha.W_k(X), mha.W_v(X)
+    heads = []
+    for h in range(2):
+        cols = slice(4 * h, 4 * h + 4)
+        out, A_h = scaled_dot_product_attention(
+            Q[..., cols], K[..., cols], V[..., cols]
+        )
+        torch.testing.assert_close(A[:, h], A_h)
+        heads.append(out)
+    torch.testing.assert_close(Y, mha.W_o(torch.cat(heads, dim=-1)))
+
+
+def test_unbatched_and_extra_batch_dims():
+    mha = MultiHeadAttention(d_model=8, n_heads=4)
+    X = torch.randn(2, 3, 5, 8)
+    Y, A = mha(X, causal_mask(5))
+    assert Y.shape == X.shape and A.shape == (2, 3, 4, 5, 5)
+    Y0, _ = mha(X[1, 2])
+    torch.testing.assert_close(Y0, mha(X)[0][1, 2])
+
+
+def test_parameter_count():
+    D = 12
+    mha = MultiHeadAttention(d_model=D, n_heads=3)
+    assert sum(p.numel() for p in mha.parameters()) == 4 * (D * D + D)
+    torch_mha = nn.MultiheadAttention(D, 3)
+    assert sum(p.numel() for p in torch_mha.parameters()) == 4 * (D * D + D)
+
+
+def test_bad_input_is_explained():
+    with pytest.raises(ValueError, match="not divisible"):
+        MultiHeadAttention(d_model=10, n_heads=4)
+    with pytest.raises(ValueError, match="d_model = 8"):
+        MultiHeadAttention(d_model=8, n_heads=2)(torch.randn(3, 6))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        MultiHeadAttention(d_model=8, n_heads=2)(
+            torch.randn(3, 8), torch.ones(4, 4, dtype=torch.bool)
+        )
+    with pytest.raises(ValueError, match="nn.MultiheadAttention"):
+        MultiHeadAttention.from_torch(nn.Linear(3, 3))
+    with pytest.raises(ValueError, match="kdim"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4))
