@@ -140,7 +140,7 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
 CAUSAL_MASK = Exercise(
     name="causal_mask",
     reference=ref.causal_mask,
-    visible=lambda: [Case("n = 1", (1,)), Case("n = 4", (4,))],
+    visible=lambda: [Case("n = 4", (4,)), Case("n = 1", (1,))],
     hidden=lambda: [Case("n = 2", (2,)), Case("n = 7", (7,)),
                     Case("n = 16", (16,))],
     misconceptions=(

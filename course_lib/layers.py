@@ -1,0 +1,269 @@
+"""The Transformer layer: layer normalisation, the position-wise feed-forward
+network, and their assembly with multi-head attention into post-LN and
+pre-LN layers and an encoder stack.
+
+Conventions (shared by every module of ``course_lib``): tokens are rows,
+``X`` is ``(..., N, D)`` with any number of leading batch dimensions and
+``D = d_model``; the feed-forward network has ``d_ff`` hidden features;
+attention weights are ``(..., H, N, N)`` and sum to 1 over the keys; a mask
+is bool, broadcastable to ``(..., N_q, N_k)``, ``True`` where a query may
+attend (the opposite of PyTorch's ``src_mask``). Float32 and float64 inputs
+keep their dtype.
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from course_lib._validate import (
+    require_positive_int,
+    require_same_dtype,
+    require_tensor,
+)
+from course_lib.multihead import MultiHeadAttention
+
+__all__ = [
+    "layer_norm",
+    "FeedForward",
+    "LayerNorm",
+    "TransformerLayer",
+    "TransformerEncoder",
+]
+
+
+def _require_features(x, name, d_model):
+    """Check that the last dimension of ``x`` is ``d_model``."""
+    require_tensor(x, name, min_dim=1)
+    if x.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} must have d_model = {d_model} features in its last "
+            f"dimension, got shape {tuple(x.shape)}"
+        )
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """Layer normalisation over the last dimension, ``(..., D) -> (..., D)``.
+
+    Each row is centred by its mean and divided by ``sqrt(var + eps)``,
+    with the biased variance (divide by ``D``), then scaled by ``weight``
+    ``(D,)`` and shifted by ``bias`` ``(D,)`` when they are given.
+    """
+    require_tensor(x, "x", min_dim=1)
+    D = x.shape[-1]
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is None:
+            continue
+        require_tensor(param, name)
+        if tuple(param.shape) != (D,):
+            raise ValueError(
+                f"{name} must have shape (D,) = ({D},) for x of shape "
+                f"{tuple(x.shape)}, got {tuple(param.shape)}"
+            )
+        require_same_dtype(x=x, **{name: param})
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
+        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
+    # mu = (1/D) sum_i x_i                          (..., 1)
+    mean = x.mean(dim=-1, keepdim=True)
+    # sigma^2 = (1/D) sum_i (x_i - mu)^2            (..., 1)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    # x_hat = (x - mu) / sqrt(sigma^2 + eps)        (..., D)
+    y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        # y = gamma * x_hat
+        y = y * weight
+    if bias is not None:
+        # y = gamma * x_hat + beta
+        y = y + bias
+    return y
+
+
+class LayerNorm(nn.Module):
+    """Learned layer normalisation: :func:`layer_norm` with ``weight`` and
+    ``bias`` of shape ``(d_model,)`` (initialised to ones and zeros).
+
+    ``forward(x)`` maps ``(..., d_model) -> (..., d_model)``. The
+    ``state_dict`` keys are those of ``nn.LayerNorm``.
+    """
+
+    def __init__(self, *, d_model, eps=1e-5):
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        _require_features(x, "x", self.d_model)
+        # LN(x) = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"d_model={self.d_model}, eps={self.eps}"
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network ``(..., N, d_model) -> (..., N,
+    d_model)``: ``linear1`` (``d_model -> d_ff``), ReLU, ``linear2``
+    (``d_ff -> d_model``), applied to every token on its own.
+    """
+
+    def __init__(self, *, d_model, d_ff):
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        require_positive_int(d_ff, "d_ff")
+        self.d_model, self.d_ff = d_model, d_ff
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, X):
+        _require_features(X, "X", self.d_model)
+        # H = max(0, X W_1 + b_1)                       (..., N, d_ff)
+        hidden = torch.relu(self.linear1(X))
+        # FFN(X) = H W_2 + b_2                          (..., N, d_model)
+        return self.linear2(hidden)
+
+
+class TransformerLayer(nn.Module):
+    """One Transformer encoder layer: multi-head self-attention and a
+    feed-forward network, each with a residual connection and a layer norm.
+
+    Submodules ``attention`` (:class:`MultiHeadAttention`), ``feed_forward``
+    (:class:`FeedForward`), ``norm1`` and ``norm2`` (:class:`LayerNorm`).
+    Post-LN (default) normalises after each residual sum, pre-LN
+    (``norm_first=True``) normalises the input of each sublayer.
+
+    ``forward(X, mask=None, *, return_attention=False)`` maps
+    ``X (..., N, d_model)`` to ``Y (..., N, d_model)``; ``mask`` is bool,
+    broadcastable to ``(..., N, N)``, ``True`` where a query may attend.
+    With ``return_attention=True`` it returns ``(Y, A)`` with the
+    attention weights ``A (..., H, N, N)``. There is no dropout.
+    """
+
+    def __init__(self, *, d_model, n_heads, d_ff, norm_first=False):
+        super().__init__()
+        self.attention = MultiHeadAttention(d_model=d_model, n_heads=n_heads)
+        self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff)
+        self.norm1 = LayerNorm(d_model=d_model)
+        self.norm2 = LayerNorm(d_model=d_model)
+        self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
+        self.norm_first = bool(norm_first)
+
+    def forward(self, X, mask=None, *, return_attention=False):
+        require_tensor(X, "X", min_dim=2)
+        *batch, N, D = X.shape
+        if D != self.d_model:
+            raise ValueError(
+                f"X must have d_model = {self.d_model} features, got shape "
+                f"{tuple(X.shape)}"
+            )
+        if self.norm_first:
+            # MHA(LN_1(X)) and its weights A   (..., N, D), (..., H, N, N)
+            attended, A = self.attention(self.norm1(X), mask)
+            # Z = X + MHA(LN_1(X))                      (..., N, D)
+            Z = X + attended
+            # Y = Z + FFN(LN_2(Z))                      (..., N, D)
+            Y = Z + self.feed_forward(self.norm2(Z))
+        else:
+            # MHA(X) and its weights A         (..., N, D), (..., H, N, N)
+            attended, A = self.attention(X, mask)
+            # Z = LN_1(X + MHA(X))                      (..., N, D)
+            Z = self.norm1(X + attended)
+            # Y = LN_2(Z + FFN(Z))                      (..., N, D)
+            Y = self.norm2(Z + self.feed_forward(Z))
+        return (Y, A) if return_attention else Y
+
+    @classmethod
+    def from_torch(cls, layer):
+        """A copy of an ``nn.TransformerEncoderLayer`` with the same weights.
+
+        Supported: ReLU activation, ``bias=True``, affine layer norms,
+        either ``norm_first``, either ``batch_first``. In eval mode (no
+        dropout) the outputs match. The copy always takes ``(..., N, D)``:
+        for ``batch_first=False`` transpose PyTorch's ``(N, B, D)`` input.
+        PyTorch's bool ``src_mask`` is ``True`` where attention is *not*
+        allowed: pass ``~src_mask`` here.
+        """
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise ValueError(
+                "expected an nn.TransformerEncoderLayer, got "
+                f"{type(layer).__name__}"
+            )
+        activation = layer.activation
+        if not (activation is F.relu or isinstance(activation, nn.ReLU)):
+            raise ValueError(
+                "only the ReLU activation is supported, got "
+                f"{getattr(activation, '__name__', activation)!r}"
+            )
+        if layer.linear1.bias is None or layer.linear2.bias is None:
+            raise ValueError(
+                "only layers with bias=True are supported, got bias=False"
+            )
+        for name in ("norm1", "norm2"):
+            norm = getattr(layer, name)
+            if not isinstance(norm, nn.LayerNorm) or norm.weight is None or (
+                norm.bias is None
+            ):
+                raise ValueError(
+                    f"{name} must be an nn.LayerNorm with weight and bias, "
+                    f"got {norm!r}"
+                )
+        copy = cls(
+            d_model=layer.self_attn.embed_dim,
+            n_heads=layer.self_attn.num_heads,
+            d_ff=layer.linear1.out_features,
+            norm_first=layer.norm_first,
+        )
+        copy.attention = MultiHeadAttention.from_torch(layer.self_attn)
+        copy.to(layer.linear1.weight.dtype)
+        pairs = (
+            (copy.feed_forward.linear1, layer.linear1),
+            (copy.feed_forward.linear2, layer.linear2),
+            (copy.norm1, layer.norm1),
+            (copy.norm2, layer.norm2),
+        )
+        with torch.no_grad():
+            for ours, theirs in pairs:
+                ours.weight.copy_(theirs.weight)
+                ours.bias.copy_(theirs.bias)
+        copy.norm1.eps, copy.norm2.eps = layer.norm1.eps, layer.norm2.eps
+        return copy
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of ``n_layers`` :class:`TransformerLayer` in ``layers``.
+
+    With ``norm_first=True`` (pre-LN) a final :class:`LayerNorm` ``norm``
+    follows the stack; for post-LN ``norm`` is ``nn.Identity()``.
+    ``forward(X, mask=None, *, return_attention=False)`` maps
+    ``X (..., N, d_model)`` to ``(..., N, d_model)``; with
+    ``return_attention=True`` it returns ``(Y, [A_1, ..., A_L])``, one
+    ``(..., H, N, N)`` tensor of weights per layer.
+    """
+
+    def __init__(self, *, n_layers, d_model, n_heads, d_ff, norm_first=False):
+        super().__init__()
+        require_positive_int(n_layers, "n_layers")
+        self.layers = nn.ModuleList(
+            TransformerLayer(
+                d_model=d_model,
+                n_heads=n_heads,
+                d_ff=d_ff,
+                norm_first=norm_first,
+            )
+            for _ in range(n_layers)
+        )
+        self.norm = (
+            LayerNorm(d_model=d_model) if norm_first else nn.Identity()
+        )
+        self.n_layers, self.d_model = n_layers, d_model
+        self.norm_first = bool(norm_first)
+
+    def forward(self, X, mask=None, *, return_attention=False):
+        weights = []
+        for layer in self.layers:
+            # X_l = Layer_l(X_{l-1})                    (..., N, d_model)
+            X, A = layer(X, mask, return_attention=True)
+            weights.append(A)
+        # Y = LN(X_L) for pre-LN, Y = X_L for post-LN   (..., N, d_model)
+        Y = self.norm(X)
+        return (Y, weights) if return_attention else Y

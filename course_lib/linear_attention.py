@@ -1,0 +1,362 @@
+"""Linear attention: kernel feature maps, the causal and recurrent forms,
+FAVOR+ random features and local attention masks.
+
+Conventions (shared by every module of ``course_lib``):
+
+* Tokens are rows: ``Q`` is ``(..., N_q, d_k)``, ``K`` is ``(..., N_k,
+  d_k)``, ``V`` is ``(..., N_k, d_v)`` with any leading batch dimensions.
+* Attention weights ``A[..., n, j]`` say how much query ``n`` takes from
+  key ``j``; every row sums to 1 and the output is ``A V``.
+* A mask is bool, broadcastable to ``(..., N_q, N_k)``, ``True`` where a
+  query may attend.
+* Every function works in float32 and float64 and keeps the input's dtype.
+
+Here a feature map ``phi`` acts on the last dimension and may change its
+size, ``d_k -> m``; ``m`` is the number of features, so keys are indexed
+by ``j``. Kernel attention uses ``phi(q_n) . phi(k_j)`` in place of
+``exp(q_n . k_j / sqrt(d_k))``.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from course_lib._validate import (
+    FLOAT_DTYPES,
+    batch_shape,
+    require_mask,
+    require_positive_int,
+    require_same_dtype,
+    require_tensor,
+)
+
+__all__ = [
+    "elu_feature_map",
+    "kernel_attention",
+    "linear_attention",
+    "causal_linear_attention",
+    "recurrent_linear_attention_step",
+    "recurrent_linear_attention",
+    "favor_plus_features",
+    "favor_plus_attention",
+    "gaussian_projection",
+    "orthogonal_gaussian_projection",
+    "local_attention_mask",
+]
+
+
+def _check_qkv(Q, K, V, *, min_dim=2):
+    """Shared checks of queries, keys and values; returns the batch."""
+    for name, t in (("Q", Q), ("K", K), ("V", V)):
+        require_tensor(t, name, min_dim=min_dim)
+    require_same_dtype(Q=Q, K=K, V=V)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            "queries and keys must have the same d_k, got Q with "
+            f"{Q.shape[-1]} and K with {K.shape[-1]} features"
+        )
+    if min_dim == 2 and K.shape[-2] != V.shape[-2]:
+        raise ValueError(
+            "keys and values must have the same number of tokens N_k, got "
+            f"K with {K.shape[-2]} and V with {V.shape[-2]}"
+        )
+    lead = 1 if min_dim == 1 else 2
+    return batch_shape(
+        Q.shape[:-lead], K.shape[:-lead], V.shape[:-lead], what="Q, K and V"
+    )
+
+
+def _features(feature_map, X, name):
+    """``phi(X)``, checked to keep the leading shape and the dtype."""
+    if not callable(feature_map):
+        raise ValueError(
+            f"feature_map must be callable, got {type(feature_map).__name__}"
+        )
+    phi = feature_map(X)
+    if (
+        not isinstance(phi, torch.Tensor)
+        or phi.shape[:-1] != X.shape[:-1]
+        or phi.dtype != X.dtype
+    ):
+        got = (
+            f"{phi.dtype} of shape {tuple(phi.shape)}"
+            if isinstance(phi, torch.Tensor) else type(phi).__name__
+        )
+        raise ValueError(
+            f"feature_map({name}) must be a {X.dtype} tensor of shape "
+            f"{(*X.shape[:-1], 'm')}, got {got}"
+        )
+    return phi
+
+
+def _require_eps(eps):
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
+        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
+
+
+def elu_feature_map(x):
+    """``phi(x) = elu(x) + 1`` elementwise, ``(..., d_k) -> (..., d_k)``.
+
+    The feature map of Katharopoulos et al. (2020): ``x + 1`` for ``x > 0``
+    and ``exp(x)`` otherwise, so every feature is positive (until ``exp``
+    underflows, below about -87 in float32).
+    """
+    require_tensor(x, "x")
+    # phi(x) = elu(x) + 1
+    return F.elu(x) + 1
+
+
+def kernel_attention(Q, K, V, feature_map, mask=None):
+    """Kernel attention in its quadratic form, ``(output, weights)``.
+
+    ``Q (..., N_q, d_k)``, ``K (..., N_k, d_k)``, ``V (..., N_k, d_v)``;
+    ``feature_map`` maps ``(..., d_k) -> (..., m)``; ``mask`` is bool,
+    broadcastable to ``(..., N_q, N_k)``. Returns the output
+    ``(..., N_q, d_v)`` and the weights ``(..., N_q, N_k)``. A row whose
+    weights sum to 0 (every key masked, or all features zero) gets
+    all-zero weights and a zero output, as in scaled dot-product attention.
+    """
+    batch = _check_qkv(Q, K, V)
+    if mask is not None:
+        require_mask(mask, Q.shape[-2], K.shape[-2], batch)
+    phi_Q = _features(feature_map, Q, "Q")  # (..., N_q, m)
+    phi_K = _features(feature_map, K, "K")  # (..., N_k, m)
+    # W[n, j] = phi(q_n) . phi(k_j)                 (..., N_q, N_k)
+    W = phi_Q @ phi_K.transpose(-2, -1)
+    if mask is not None:
+        W = W.masked_fill(~mask, 0.0)
+    # A[n, j] = W[n, j] / sum_j' W[n, j'], and 0 where the sum is 0
+    total = W.sum(-1, keepdim=True)  # (..., N_q, 1)
+    empty = total == 0
+    A = torch.where(empty, 0.0, W / total.masked_fill(empty, 1.0))
+    # output = A V                                  (..., N_q, d_v)
+    return A @ V, A
+
+
+def linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
+    """Kernel attention in time linear in ``N``, ``(..., N_q, d_v)``.
+
+    ``Q (..., N_q, d_k)``, ``K (..., N_k, d_k)``, ``V (..., N_k, d_v)``;
+    ``feature_map`` maps ``(..., d_k) -> (..., m)``. Equal to the output
+    of :func:`kernel_attention` except that ``eps`` is added to each
+    denominator; no ``(N_q, N_k)`` matrix is built.
+    """
+    _check_qkv(Q, K, V)
+    _require_eps(eps)
+    phi_Q = _features(feature_map, Q, "Q")  # (..., N_q, m)
+    phi_K = _features(feature_map, K, "K")  # (..., N_k, m)
+    # KV = phi(K)^T V = sum_j phi(k_j)^T v_j        (..., m, d_v)
+    KV = phi_K.transpose(-2, -1) @ V
+    # z = sum_j phi(k_j)                            (..., m)
+    z = phi_K.sum(-2)
+    # out_n = phi(q_n) KV / (phi(q_n) . z + eps)    (..., N_q, d_v)
+    numerator = phi_Q @ KV
+    denominator = phi_Q @ z.unsqueeze(-1) + eps  # (..., N_q, 1)
+    return numerator / denominator
+
+
+def causal_linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
+    """Causal linear attention: output ``n`` uses keys ``j <= n`` only.
+
+    ``Q (..., N, d_k)``, ``K (..., N, d_k)``, ``V (..., N, d_v)`` (as many
+    queries as keys); returns ``(..., N, d_v)``. The prefix sums hold all
+    ``N`` states ``S_n`` at once, ``(..., N, m, d_v)`` numbers: linear in
+    ``N`` and fine for the course's sizes, though a long sequence would use
+    the recurrent form or a chunked kernel instead.
+    """
+    _check_qkv(Q, K, V)
+    _require_eps(eps)
+    if Q.shape[-2] != K.shape[-2]:
+        raise ValueError(
+            "causal attention needs as many queries as keys, got N_q = "
+            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
+        )
+    phi_Q = _features(feature_map, Q, "Q")  # (..., N, m)
+    phi_K = _features(feature_map, K, "K")  # (..., N, m)
+    # outer products phi(k_j)^T v_j                 (..., N, m, d_v)
+    kv = phi_K.unsqueeze(-1) * V.unsqueeze(-2)
+    # S_n = sum_{j <= n} phi(k_j)^T v_j, inclusive  (..., N, m, d_v)
+    S = kv.cumsum(dim=-3)
+    # z_n = sum_{j <= n} phi(k_j)                   (..., N, m)
+    z = phi_K.cumsum(dim=-2)
+    # out_n = phi(q_n) S_n / (phi(q_n) . z_n + eps) (..., N, d_v)
+    numerator = (phi_Q.unsqueeze(-2) @ S).squeeze(-2)
+    denominator = (phi_Q * z).sum(-1, keepdim=True) + eps  # (..., N, 1)
+    return numerator / denominator
+
+
+def recurrent_linear_attention_step(
+    state, q, k, v, feature_map=elu_feature_map, eps=1e-6
+):
+    """One token of causal linear attention as an RNN, ``(output, state)``.
+
+    ``q (..., d_k)``, ``k (..., d_k)``, ``v (..., d_v)``; ``state`` is
+    ``(S, z)`` with ``S (..., m, d_v)`` and ``z (..., m)``, or ``None`` for
+    zeros. Returns the output ``(..., d_v)`` and the new state; the old
+    state is not modified.
+    """
+    batch = _check_qkv(q, k, v, min_dim=1)
+    _require_eps(eps)
+    phi_q = _features(feature_map, q, "q")  # (..., m)
+    phi_k = _features(feature_map, k, "k")  # (..., m)
+    m, d_v = phi_k.shape[-1], v.shape[-1]
+    if state is None:
+        S = q.new_zeros(*batch, m, d_v)
+        z = q.new_zeros(*batch, m)
+    else:
+        if not isinstance(state, tuple | list) or len(state) != 2:
+            raise ValueError(
+                "state must be None or a pair (S, z), got "
+                f"{type(state).__name__}"
+            )
+        S, z = state
+        require_tensor(S, "S", min_dim=2)
+        require_tensor(z, "z", min_dim=1)
+        require_same_dtype(q=q, S=S, z=z)
+        if S.shape[-2:] != (m, d_v) or z.shape[-1] != m:
+            raise ValueError(
+                f"state must be S (..., m, d_v) = (..., {m}, {d_v}) and "
+                f"z (..., m) = (..., {m}), got S {tuple(S.shape)} and "
+                f"z {tuple(z.shape)}"
+            )
+    # S_n = S_{n-1} + phi(k_n)^T v_n                (..., m, d_v)
+    S = S + phi_k.unsqueeze(-1) * v.unsqueeze(-2)
+    # z_n = z_{n-1} + phi(k_n)                      (..., m)
+    z = z + phi_k
+    # out_n = phi(q_n) S_n / (phi(q_n) . z_n + eps) (..., d_v)
+    numerator = (phi_q.unsqueeze(-2) @ S).squeeze(-2)
+    denominator = (phi_q * z).sum(-1, keepdim=True) + eps  # (..., 1)
+    return numerator / denominator, (S, z)
+
+
+def recurrent_linear_attention(
+    Q, K, V, feature_map=elu_feature_map, eps=1e-6
+):
+    """Causal linear attention one token at a time, ``(..., N, d_v)``.
+
+    ``Q (..., N, d_k)``, ``K (..., N, d_k)``, ``V (..., N, d_v)``; runs
+    :func:`recurrent_linear_attention_step` from a zero state and equals
+    :func:`causal_linear_attention` with memory ``(..., m, d_v)``.
+    """
+    _check_qkv(Q, K, V)
+    if Q.shape[-2] != K.shape[-2]:
+        raise ValueError(
+            "causal attention needs as many queries as keys, got N_q = "
+            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
+        )
+    state, outputs = None, []
+    for n in range(Q.shape[-2]):
+        out, state = recurrent_linear_attention_step(
+            state, Q[..., n, :], K[..., n, :], V[..., n, :],
+            feature_map, eps,
+        )
+        outputs.append(out)  # (..., d_v)
+    return torch.stack(outputs, dim=-2)  # (..., N, d_v)
+
+
+def _favor_log_features(X, W):
+    """``log phi(X)`` of FAVOR+, ``(..., N, d) -> (..., N, m)``."""
+    require_tensor(X, "X", min_dim=1)
+    require_tensor(W, "W", min_dim=2)
+    require_same_dtype(X=X, W=W)
+    if W.dim() != 2 or W.shape[1] != X.shape[-1]:
+        raise ValueError(
+            f"W must have shape (m, d) = (m, {X.shape[-1]}), got "
+            f"{tuple(W.shape)}"
+        )
+    # log phi(x) = x W^T - |x|^2 / 2 - log sqrt(m)
+    half_sq_norm = (X * X).sum(-1, keepdim=True) / 2  # (..., N, 1)
+    return X @ W.T - half_sq_norm - 0.5 * math.log(W.shape[0])
+
+
+def favor_plus_features(X, W):
+    """Positive random features, ``(..., N, d) -> (..., N, m)``.
+
+    ``phi(x) = exp(x W^T - |x|^2 / 2) / sqrt(m)`` for ``W (m, d)``
+    (Choromanski et al., 2020). With rows of ``W`` drawn from ``N(0, I)``,
+    ``E[phi(q) . phi(k)] = exp(q . k)``. To approximate
+    ``softmax(Q K^T / sqrt(d_k))`` the caller scales ``Q`` and ``K`` by
+    ``d_k ** -0.25`` first, as :func:`favor_plus_attention` does.
+    """
+    return torch.exp(_favor_log_features(X, W))
+
+
+def favor_plus_attention(Q, K, V, W, eps=1e-6):
+    """Performer attention: FAVOR+ features in linear attention.
+
+    ``Q (..., N_q, d_k)``, ``K (..., N_k, d_k)``, ``V (..., N_k, d_v)``,
+    ``W (m, d_k)``; returns ``(..., N_q, d_v)``, an estimate of softmax
+    attention with scores ``Q K^T / sqrt(d_k)``. Each query's features are
+    divided by their maximum and all keys' features by one common maximum
+    (factors that cancel in the ratio) so that ``exp`` cannot overflow.
+    """
+    _check_qkv(Q, K, V)
+    scale = Q.shape[-1] ** -0.25
+    # exp(q . k / sqrt(d_k)) = exp(q' . k') with q' = q d_k^(-1/4)
+    log_phi_Q = _favor_log_features(Q * scale, W)  # (..., N_q, m)
+    log_phi_K = _favor_log_features(K * scale, W)  # (..., N_k, m)
+    # phi(q_n) exp(-max_i log phi(q_n)_i): one factor per query
+    phi_Q = torch.exp(log_phi_Q - log_phi_Q.amax(-1, keepdim=True))
+    # phi(k_j) exp(-max_{j', i} log phi(k_j')_i): one factor for all keys
+    phi_K = torch.exp(log_phi_K - log_phi_K.amax((-2, -1), keepdim=True))
+    return linear_attention(phi_Q, phi_K, V, lambda x: x, eps)
+
+
+def _check_projection_args(m, d, generator, dtype):
+    require_positive_int(m, "m")
+    require_positive_int(d, "d")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(
+            "generator must be None or a torch.Generator, got "
+            f"{type(generator).__name__}"
+        )
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+
+
+def gaussian_projection(m, d, generator=None, *, dtype=torch.float32):
+    """``(m, d)`` matrix of independent ``N(0, 1)`` entries.
+
+    Each row is a ``N(0, I_d)`` vector, drawn independently of the others.
+    """
+    _check_projection_args(m, d, generator, dtype)
+    return torch.randn(m, d, generator=generator, dtype=dtype)
+
+
+def orthogonal_gaussian_projection(
+    m, d, generator=None, *, dtype=torch.float32
+):
+    """``(m, d)`` orthogonal random features (Performer, FAVOR+).
+
+    Rows come in blocks of ``d`` mutually orthogonal rows (the last block
+    may be cut short). Each row is a uniformly random direction rescaled to
+    the norm of an independent ``N(0, I_d)`` vector, so each row on its own
+    is ``N(0, I_d)``, as in :func:`gaussian_projection`.
+    """
+    _check_projection_args(m, d, generator, dtype)
+    blocks = []
+    for _ in range(math.ceil(m / d)):
+        G = torch.randn(d, d, generator=generator, dtype=dtype)
+        # G = O R; fixing the signs of diag(R) makes O uniformly random
+        O, R = torch.linalg.qr(G)
+        O = O * torch.sign(torch.diagonal(R))  # (d, d), orthogonal columns
+        blocks.append(O.T)  # rows orthonormal
+    directions = torch.cat(blocks)[:m]  # (m, d)
+    # |w_i| ~ chi_d: the norm of a d-dimensional Gaussian vector
+    norms = torch.randn(m, d, generator=generator, dtype=dtype).norm(dim=1)
+    return directions * norms.unsqueeze(-1)
+
+
+def local_attention_mask(n, window, device=None):
+    """Bool ``(n, n)`` mask, ``True`` where ``|i - j| <= window``.
+
+    Query ``i`` may attend to keys ``i - window .. i + window``; ``window``
+    is an int ``>= 0`` (0 gives the identity).
+    """
+    require_positive_int(n, "n")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be an int >= 0, got {window!r}")
+    i = torch.arange(n, device=device)
+    # |i - j| <= window                             (n, n)
+    return (i.unsqueeze(1) - i.unsqueeze(0)).abs() <= window

@@ -1,0 +1,435 @@
+"""Student answers the grader must judge right: correct alternatives
+(full marks), named misconceptions (lose points, with the message that
+names them) and cheats (no points).
+
+Each entry is source code for the exercise's solution cell, so the same
+catalogue drives the unit tests of ``course_lib.grading`` and the
+end-to-end tests that autograde whole notebooks with nbgrader.
+"""
+
+# exercise -> chapter folder
+CHAPTER_OF = {
+    "softmax": "01_attention_coefficients",
+    "attention_coefficients": "01_attention_coefficients",
+    "simple_self_attention": "01_attention_coefficients",
+    "scaled_dot_product_attention": "02_self_attention",
+    "causal_mask": "02_self_attention",
+    "SelfAttention": "02_self_attention",
+    "split_heads": "03_multi_head_attention",
+    "merge_heads": "03_multi_head_attention",
+    "MultiHeadAttention": "03_multi_head_attention",
+}
+
+# ------------------------------------------------------------ correct
+
+CORRECT = {
+    "softmax": [
+        ("logsumexp", '''
+def softmax(x, dim=-1):
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+'''),
+        ("float64 inside, max().values", '''
+def softmax(x, dim=-1):
+    x64 = x.double()
+    shifted = x64 - x64.max(dim=dim, keepdim=True).values
+    e = shifted.exp()
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+'''),
+    ],
+    "attention_coefficients": [
+        ("einsum", '''
+def attention_coefficients(X):
+    S = torch.einsum("...nd,...md->...nm", X, X)
+    S = S - S.amax(dim=-1, keepdim=True)
+    return S.exp() / S.exp().sum(dim=-1, keepdim=True)
+'''),
+        ("torch.softmax (allowed here)", '''
+def attention_coefficients(X):
+    return torch.softmax(X @ X.transpose(-1, -2), dim=-1)
+'''),
+    ],
+    "simple_self_attention": [
+        ("einsum", '''
+def simple_self_attention(X):
+    A = torch.softmax(torch.einsum("...nd,...md->...nm", X, X), dim=-1)
+    return torch.einsum("...nm,...md->...nd", A, X), A
+'''),
+    ],
+    "scaled_dot_product_attention": [
+        ("einsum, torch.where and a large negative fill", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = torch.einsum("...qd,...kd->...qk", Q, K) / Q.shape[-1] ** 0.5
+    if mask is not None:
+        S = torch.where(mask, S, torch.full_like(S, -1e9))
+    A = torch.softmax(S, dim=-1)
+    return torch.einsum("...qk,...kv->...qv", A, V), A
+'''),
+        ("a loop over queries with masked_fill(-inf)", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    d_k = Q.shape[-1]
+    S = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    rows = []
+    for n in range(S.shape[-2]):
+        s = S[..., n, :]
+        e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+        rows.append(e / e.sum(dim=-1, keepdim=True))
+    A = torch.stack(rows, dim=-2)
+    return A @ V, A
+'''),
+    ],
+    "causal_mask": [
+        ("arange comparison", '''
+def causal_mask(n):
+    i = torch.arange(n)
+    return i[:, None] >= i[None, :]
+'''),
+    ],
+    "SelfAttention": [
+        ("own attention inline", '''
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        d_v = d_v or d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, X, mask=None):
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(~mask, -1e9)
+        A = S.softmax(dim=-1)
+        return A @ V, A
+'''),
+    ],
+    "split_heads": [
+        ("view and transpose", '''
+def split_heads(X, n_heads):
+    return X.view(*X.shape[:-1], n_heads, -1).transpose(-3, -2)
+'''),
+        ("unflatten and movedim", '''
+def split_heads(X, n_heads):
+    return X.unflatten(-1, (n_heads, X.shape[-1] // n_heads)).movedim(-2, -3)
+'''),
+    ],
+    "merge_heads": [
+        ("transpose and flatten", '''
+def merge_heads(X):
+    return X.transpose(-3, -2).flatten(-2)
+'''),
+        ("concatenate the heads", '''
+def merge_heads(X):
+    return torch.cat(X.unbind(dim=-3), dim=-1)
+'''),
+    ],
+    "MultiHeadAttention": [
+        ("a loop over heads", '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, X, mask=None):
+        d = X.shape[-1] // self.n_heads
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        outs, weights = [], []
+        for h in range(self.n_heads):
+            cols = slice(h * d, (h + 1) * d)
+            S = Q[..., cols] @ K[..., cols].transpose(-2, -1) / d ** 0.5
+            if mask is not None:
+                S = S.masked_fill(~mask, float("-inf"))
+            A = torch.softmax(S, dim=-1)
+            outs.append(A @ V[..., cols])
+            weights.append(A)
+        return self.W_o(torch.cat(outs, dim=-1)), torch.stack(weights, -3)
+'''),
+    ],
+}
+
+# --------------------------------------------------------- misconceptions
+
+WRONG = {
+    "softmax": [
+        ("no maximum subtracted", '''
+def softmax(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+'''),
+        ("one global maximum subtracted", '''
+def softmax(x, dim=-1):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=dim, keepdim=True)
+'''),
+        ("the `dim` argument is ignored", '''
+def softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+'''),
+    ],
+    "attention_coefficients": [
+        ("scaled by 1/sqrt(D)", '''
+def attention_coefficients(X):
+    S = X @ X.transpose(-2, -1) / X.shape[-1] ** 0.5
+    return torch.softmax(S, dim=-1)
+'''),
+        ("softmax over the wrong axis (columns)", '''
+def attention_coefficients(X):
+    return torch.softmax(X @ X.transpose(-2, -1), dim=-2)
+'''),
+    ],
+    "simple_self_attention": [
+        ("weights transposed", '''
+def simple_self_attention(X):
+    A = torch.softmax(X @ X.transpose(-2, -1), dim=-1)
+    return A.transpose(-2, -1) @ X, A
+'''),
+    ],
+    "scaled_dot_product_attention": [
+        ("no 1/sqrt(d_k) scale", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1)
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
+'''),
+        ("your mask is inverted", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
+'''),
+        ("the mask is applied after the softmax", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(S, dim=-1)
+    if mask is not None:
+        A = A * mask
+    return A @ V, A
+'''),
+        ("softmax over the queries", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-2)
+    return A @ V, A
+'''),
+    ],
+    "causal_mask": [
+        ("your mask is inverted", '''
+def causal_mask(n):
+    return torch.ones(n, n, dtype=torch.bool).triu(1)
+'''),
+        ("the diagonal is excluded", '''
+def causal_mask(n):
+    return torch.ones(n, n, dtype=torch.bool).tril(-1)
+'''),
+    ],
+    "SelfAttention": [
+        ("keys computed with W_q", '''
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        d_v = d_v or d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, X, mask=None):
+        Q, K, V = self.W_q(X), self.W_q(X), self.W_v(X)
+        S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        return A @ V, A
+'''),
+    ],
+    "split_heads": [
+        ("heads split without a transpose", '''
+def split_heads(X, n_heads):
+    *batch, N, D = X.shape
+    return X.reshape(*batch, n_heads, N, D // n_heads)
+'''),
+        ("features dealt to heads in turn", '''
+def split_heads(X, n_heads):
+    *batch, N, D = X.shape
+    return X.reshape(*batch, N, D // n_heads, n_heads).movedim(-1, -3)
+'''),
+    ],
+    "merge_heads": [
+        ("heads merged without a transpose", '''
+def merge_heads(X):
+    *batch, H, N, d = X.shape
+    return X.reshape(*batch, N, H * d)
+'''),
+    ],
+    "MultiHeadAttention": [
+        ("scaled by sqrt(d_model) instead of sqrt(d_head)", '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, X, mask=None):
+        H, D = self.n_heads, X.shape[-1]
+        def split(T):
+            return T.unflatten(-1, (H, D // H)).transpose(-3, -2)
+        Q, K, V = split(self.W_q(X)), split(self.W_k(X)), split(self.W_v(X))
+        S = Q @ K.transpose(-2, -1) / D ** 0.5
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        return self.W_o((A @ V).transpose(-3, -2).flatten(-2)), A
+'''),
+        ("no output projection W_o", '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, X, mask=None):
+        H, D = self.n_heads, X.shape[-1]
+        def split(T):
+            return T.unflatten(-1, (H, D // H)).transpose(-3, -2)
+        Q, K, V = split(self.W_q(X)), split(self.W_k(X)), split(self.W_v(X))
+        S = Q @ K.transpose(-2, -1) / (D // H) ** 0.5
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        return (A @ V).transpose(-3, -2).flatten(-2), A
+'''),
+    ],
+}
+
+# -------------------------------------------------------------- cheats
+# (label, exercise, source, what the message must say)
+
+CHEATS = [
+    ("torch.softmax under an alias", "softmax", '''
+_sm = torch.softmax
+def softmax(x, dim=-1):
+    return _sm(x, dim)
+''', "calls PyTorch's softmax"),
+    ("Tensor.softmax", "softmax", '''
+def softmax(x, dim=-1):
+    return x.softmax(dim)
+''', "calls PyTorch's softmax"),
+    ("torch.ops.aten._softmax", "softmax", '''
+def softmax(x, dim=-1):
+    return torch.ops.aten._softmax(x, dim, False)
+''', "_softmax"),
+    ("the course_lib reference", "softmax", '''
+from course_lib.attention import softmax as _reference
+def softmax(x, dim=-1):
+    return _reference(x, dim)
+''', "course_lib's softmax"),
+    ("a tensor subclass that equals everything", "softmax", '''
+class _Liar(torch.Tensor):
+    def __eq__(self, other):
+        return True
+    def allclose(self, *args, **kwargs):
+        return True
+def softmax(x, dim=-1):
+    return torch.zeros_like(x).as_subclass(_Liar)
+''', "subclass of torch.Tensor"),
+    ("patched comparisons with a wrong answer", "softmax", '''
+import numpy as _np
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+_np.allclose = lambda *a, **k: True
+_np.testing.assert_allclose = lambda *a, **k: None
+def softmax(x, dim=-1):
+    return torch.zeros_like(x)
+''', "differs from the reference"),
+    ("F.scaled_dot_product_attention", "scaled_dot_product_attention", '''
+import torch.nn.functional as _F
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return _F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), A
+''', "scaled_dot_product_attention"),
+    ("a subclass of the reference", "MultiHeadAttention", '''
+from course_lib.multihead import MultiHeadAttention as _Reference
+class MultiHeadAttention(_Reference):
+    pass
+''', "course_lib's MultiHeadAttention"),
+    ("nn.MultiheadAttention inside", "MultiHeadAttention", '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, X, mask=None):
+        D = X.shape[-1]
+        m = nn.MultiheadAttention(D, self.n_heads, batch_first=True,
+                                  bias=self.W_q.bias is not None)
+        m.to(X.dtype)
+        with torch.no_grad():
+            m.in_proj_weight.copy_(torch.cat(
+                [self.W_q.weight, self.W_k.weight, self.W_v.weight]))
+            m.out_proj.weight.copy_(self.W_o.weight)
+        squeeze = X.dim() == 2
+        Xb = X[None] if squeeze else X
+        Y, A = m(Xb, Xb, Xb, average_attn_weights=False,
+                 attn_mask=None if mask is None else ~mask)
+        return (Y[0], A[0]) if squeeze else (Y, A)
+''', "PyTorch's multi_head_attention_forward"),
+]
+
+# Cheats on the notebook itself, judged by the autograder end to end:
+# each replaces a solution cell, keeps a wrong answer and tries to get the
+# test cell to pass anyway. (label, exercise, source)
+NOTEBOOK_CHEATS = [
+    ("check rebound to a no-op", "softmax", '''
+def softmax(x, dim=-1):
+    return torch.zeros_like(x)
+check = lambda *args, **kwargs: None
+'''),
+    ("course_lib.grading.check replaced", "softmax", '''
+import course_lib.grading
+def softmax(x, dim=-1):
+    return torch.zeros_like(x)
+course_lib.grading.check = lambda *args, **kwargs: None
+import builtins as _b
+_real_import = _b.__import__
+def _fake_import(name, *args, **kwargs):
+    module = _real_import(name, *args, **kwargs)
+    if name == "course_lib.grading":
+        module.check = lambda *a, **k: None
+    return module
+_b.__import__ = _fake_import
+check = lambda *args, **kwargs: None
+'''),
+    ("tracebacks silenced", "softmax", '''
+def softmax(x, dim=-1):
+    return torch.zeros_like(x)
+_ip = get_ipython()
+_ip.showtraceback = lambda *args, **kwargs: None
+_ip.set_custom_exc((BaseException,), lambda *args, **kwargs: None)
+'''),
+]
