@@ -3,7 +3,6 @@
 c = get_config()  # noqa: F821  (nbgrader injects get_config)
 
 c.CourseDirectory.course_id = "transformers"
-c.CourseDirectory.root = "."
 # The source notebooks (with solutions) live in solutions/NN_slug/, and the
 # student versions are released into chapters/NN_slug/, which the book
 # renders.
@@ -17,3 +16,13 @@ c.Execute.interrupt_on_timeout = True
 
 # Released notebooks carry no outputs.
 c.ClearOutput.enabled = True
+
+# Autograding: a test cell earns its points only if each check in it left a
+# signed receipt (see course_lib/grading/receipts.py). The kernel reads the
+# signing key at start-up, before any student code runs.
+from course_lib.grading.receipts import BOOT, autograde_preprocessors  # noqa
+
+c.Autograde.autograde_preprocessors = autograde_preprocessors()
+c.Execute.extra_arguments = [f"--IPKernelApp.exec_lines={BOOT}"]
+# Student code may print to stderr or warn; only errors cost points.
+c.IgnorePattern.pattern = r"(?s).*Warning.*"

@@ -183,7 +183,8 @@ if NbGraderPreprocessor is not None:
         from nbgrader.converters import Autograde
 
         steps = []
-        for step in Autograde.autograde_preprocessors.default_value:
+        defaults = Autograde.class_traits()["autograde_preprocessors"]
+        for step in defaults.default():
             if step is Execute:
                 steps += [IssueReceiptKey, Execute, VerifyReceipts]
             else:
