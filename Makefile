@@ -6,6 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHAPTERS := $(notdir $(wildcard solutions/[0-9][0-9]_*))
+# nbgrader calls helpers (alembic) by name: the venv's bin comes first.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help setup book test lint release lock clean
 

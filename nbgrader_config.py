@@ -24,5 +24,9 @@ from course_lib.grading.receipts import BOOT, autograde_preprocessors  # noqa
 
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.Execute.extra_arguments = [f"--IPKernelApp.exec_lines={BOOT}"]
+# Exercise and test cells carry the `skip-execution` tag so that the book
+# does not run them; the autograder must run every cell.
+c.Execute.skip_cells_with_tag = "never-skipped-by-the-autograder"
+
 # Student code may print to stderr or warn; only errors cost points.
 c.IgnorePattern.pattern = r"(?s).*Warning.*"

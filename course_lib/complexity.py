@@ -136,6 +136,8 @@ def fit_power_law(xs, ys):
             f"xs and ys must have the same length, got {len(x)} and "
             f"{len(y)}"
         )
+    if len(x) < 2:
+        raise ValueError(f"need at least 2 points, got {len(x)}")
     if len(np.unique(x)) < 2:
         raise ValueError(
             f"need at least 2 distinct x values, got {x.tolist()}"

@@ -20,7 +20,6 @@ by ``j``. Kernel attention uses ``phi(q_n) . phi(k_j)`` in place of
 import math
 
 import torch
-import torch.nn.functional as F
 
 from course_lib._validate import (
     FLOAT_DTYPES,
@@ -46,8 +45,10 @@ __all__ = [
 ]
 
 
-def _check_qkv(Q, K, V, *, min_dim=2):
-    """Shared checks of queries, keys and values; returns the batch."""
+def _check_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False):
+    """Shared checks of queries, keys, values and eps; returns the batch."""
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
+        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
     for name, t in (("Q", Q), ("K", K), ("V", V)):
         require_tensor(t, name, min_dim=min_dim)
     require_same_dtype(Q=Q, K=K, V=V)
@@ -60,6 +61,11 @@ def _check_qkv(Q, K, V, *, min_dim=2):
         raise ValueError(
             "keys and values must have the same number of tokens N_k, got "
             f"K with {K.shape[-2]} and V with {V.shape[-2]}"
+        )
+    if causal and Q.shape[-2] != K.shape[-2]:
+        raise ValueError(
+            "causal attention needs as many queries as keys, got N_q = "
+            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
         )
     lead = 1 if min_dim == 1 else 2
     return batch_shape(
@@ -90,11 +96,6 @@ def _features(feature_map, X, name):
     return phi
 
 
-def _require_eps(eps):
-    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
-        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
-
-
 def elu_feature_map(x):
     """``phi(x) = elu(x) + 1`` elementwise, ``(..., d_k) -> (..., d_k)``.
 
@@ -103,8 +104,10 @@ def elu_feature_map(x):
     underflows, below about -87 in float32).
     """
     require_tensor(x, "x")
-    # phi(x) = elu(x) + 1
-    return F.elu(x) + 1
+    # phi(x) = elu(x) + 1 = x + 1 if x > 0, else exp(x). Not F.elu(x) + 1:
+    # (exp(x) - 1) + 1 rounds to 0 once exp(x) < 6e-8 in float32 (x < -17).
+    # The clamp keeps exp finite (and its gradient) where x > 0.
+    return torch.where(x > 0, x + 1, torch.exp(x.clamp(max=0)))
 
 
 def kernel_attention(Q, K, V, feature_map, mask=None):
@@ -142,8 +145,7 @@ def linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
     of :func:`kernel_attention` except that ``eps`` is added to each
     denominator; no ``(N_q, N_k)`` matrix is built.
     """
-    _check_qkv(Q, K, V)
-    _require_eps(eps)
+    _check_qkv(Q, K, V, eps=eps)
     phi_Q = _features(feature_map, Q, "Q")  # (..., N_q, m)
     phi_K = _features(feature_map, K, "K")  # (..., N_k, m)
     # KV = phi(K)^T V = sum_j phi(k_j)^T v_j        (..., m, d_v)
@@ -165,13 +167,7 @@ def causal_linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
     ``N`` and fine for the course's sizes, though a long sequence would use
     the recurrent form or a chunked kernel instead.
     """
-    _check_qkv(Q, K, V)
-    _require_eps(eps)
-    if Q.shape[-2] != K.shape[-2]:
-        raise ValueError(
-            "causal attention needs as many queries as keys, got N_q = "
-            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
-        )
+    _check_qkv(Q, K, V, eps=eps, causal=True)
     phi_Q = _features(feature_map, Q, "Q")  # (..., N, m)
     phi_K = _features(feature_map, K, "K")  # (..., N, m)
     # outer products phi(k_j)^T v_j                 (..., N, m, d_v)
@@ -196,8 +192,7 @@ def recurrent_linear_attention_step(
     zeros. Returns the output ``(..., d_v)`` and the new state; the old
     state is not modified.
     """
-    batch = _check_qkv(q, k, v, min_dim=1)
-    _require_eps(eps)
+    batch = _check_qkv(q, k, v, min_dim=1, eps=eps)
     phi_q = _features(feature_map, q, "q")  # (..., m)
     phi_k = _features(feature_map, k, "k")  # (..., m)
     m, d_v = phi_k.shape[-1], v.shape[-1]
@@ -239,12 +234,7 @@ def recurrent_linear_attention(
     :func:`recurrent_linear_attention_step` from a zero state and equals
     :func:`causal_linear_attention` with memory ``(..., m, d_v)``.
     """
-    _check_qkv(Q, K, V)
-    if Q.shape[-2] != K.shape[-2]:
-        raise ValueError(
-            "causal attention needs as many queries as keys, got N_q = "
-            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
-        )
+    _check_qkv(Q, K, V, eps=eps, causal=True)
     state, outputs = None, []
     for n in range(Q.shape[-2]):
         out, state = recurrent_linear_attention_step(
@@ -289,9 +279,11 @@ def favor_plus_attention(Q, K, V, W, eps=1e-6):
     ``W (m, d_k)``; returns ``(..., N_q, d_v)``, an estimate of softmax
     attention with scores ``Q K^T / sqrt(d_k)``. Each query's features are
     divided by their maximum and all keys' features by one common maximum
-    (factors that cancel in the ratio) so that ``exp`` cannot overflow.
+    (factors that cancel in the ratio): the largest feature is 1, so large
+    ``|q|`` or ``|k|`` cannot underflow every feature or let ``eps``
+    swamp the sums.
     """
-    _check_qkv(Q, K, V)
+    _check_qkv(Q, K, V, eps=eps)
     scale = Q.shape[-1] ** -0.25
     # exp(q . k / sqrt(d_k)) = exp(q' . k') with q' = q d_k^(-1/4)
     log_phi_Q = _favor_log_features(Q * scale, W)  # (..., N_q, m)
@@ -335,14 +327,13 @@ def orthogonal_gaussian_projection(
     is ``N(0, I_d)``, as in :func:`gaussian_projection`.
     """
     _check_projection_args(m, d, generator, dtype)
-    blocks = []
-    for _ in range(math.ceil(m / d)):
-        G = torch.randn(d, d, generator=generator, dtype=dtype)
-        # G = O R; fixing the signs of diag(R) makes O uniformly random
-        O, R = torch.linalg.qr(G)
-        O = O * torch.sign(torch.diagonal(R))  # (d, d), orthogonal columns
-        blocks.append(O.T)  # rows orthonormal
-    directions = torch.cat(blocks)[:m]  # (m, d)
+    n_blocks = math.ceil(m / d)
+    G = torch.randn(n_blocks, d, d, generator=generator, dtype=dtype)
+    # G = U R per block; fixing the signs of diag(R) makes U uniformly random
+    U, R = torch.linalg.qr(G)  # (n_blocks, d, d), orthonormal columns
+    U = U * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1)).unsqueeze(-2)
+    # the columns of each U become d orthonormal rows   (m, d)
+    directions = U.transpose(-2, -1).reshape(n_blocks * d, d)[:m]
     # |w_i| ~ chi_d: the norm of a d-dimensional Gaussian vector
     norms = torch.randn(m, d, generator=generator, dtype=dtype).norm(dim=1)
     return directions * norms.unsqueeze(-1)

@@ -125,6 +125,11 @@ def build(student_cls, case, layers, reference_cls, what):
     seeded weights; return both instances."""
     try:
         student = student_cls(**case.init)
+    except NotImplementedError:
+        raise GradingError(
+            f"{what} is not implemented yet (it raised "
+            "NotImplementedError): replace the `raise` line with your code."
+        ) from None
     except Exception as error:
         args = ", ".join(f"{k}={v!r}" for k, v in case.init.items())
         raise GradingError(

@@ -1,0 +1,133 @@
+"""Positional encodings: the fixed sinusoids of "Attention Is All You Need",
+the rotation that shifts them by an offset, and a learned embedding.
+
+Conventions (shared by every module of ``course_lib``): tokens are rows,
+``X`` is ``(..., N, D)`` with any number of leading batch dimensions and
+``D = d_model``; an encoding is ``(N, d_model)``, row ``pos`` for the token
+at position ``pos``, and is added to ``X``. Float32 and float64 inputs keep
+their dtype.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from course_lib._validate import (
+    FLOAT_DTYPES,
+    require_positive_int,
+    require_same_dtype,
+    require_tensor,
+)
+
+__all__ = [
+    "sinusoidal_encoding",
+    "relative_position_matrix",
+    "LearnedPositionalEmbedding",
+]
+
+
+def _check_common(d_model, base, dtype):
+    require_positive_int(d_model, "d_model")
+    if d_model % 2:
+        raise ValueError(
+            "d_model must be even (one sine and one cosine per frequency), "
+            f"got {d_model}"
+        )
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (
+        math.isfinite(base) and base > 0
+    ):
+        raise ValueError(f"base must be a positive number, got {base!r}")
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+
+
+def _frequencies(d_model, base):
+    # omega_i = 1 / base^(2i / d_model),  i = 0 .. d_model/2 - 1
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    return 1.0 / base ** (two_i / d_model)
+
+
+def sinusoidal_encoding(n_positions, d_model, base=10000.0, *,
+                        dtype=torch.float32):
+    """Sinusoidal encoding ``PE`` of shape ``(n_positions, d_model)``.
+
+    ``PE[pos, 2i] = sin(pos / base^(2i / d_model))`` and ``PE[pos, 2i + 1]
+    = cos(pos / base^(2i / d_model))``: sines in the even dimensions,
+    cosines in the odd ones, for ``pos = 0 .. n_positions - 1``. ``d_model``
+    must be even. Computed in float64, returned in ``dtype``.
+    """
+    require_positive_int(n_positions, "n_positions")
+    _check_common(d_model, base, dtype)
+    omega = _frequencies(d_model, base)  # (d_model / 2,)
+    pos = torch.arange(n_positions, dtype=torch.float64)
+    # angle[pos, i] = pos * omega_i                 (n_positions, d_model/2)
+    angle = pos[:, None] * omega[None, :]
+    PE = torch.empty(n_positions, d_model, dtype=torch.float64)
+    # PE[pos, 2i] = sin(pos omega_i), PE[pos, 2i + 1] = cos(pos omega_i)
+    PE[:, 0::2] = torch.sin(angle)
+    PE[:, 1::2] = torch.cos(angle)
+    return PE.to(dtype)
+
+
+def relative_position_matrix(offset, d_model, base=10000.0, *,
+                             dtype=torch.float32):
+    """The ``(d_model, d_model)`` matrix ``M`` with ``PE[pos + offset] =
+    PE[pos] @ M`` for every position (row vectors, as everywhere here).
+
+    ``M`` is block diagonal: for frequency ``omega_i`` (as in
+    :func:`sinusoidal_encoding`) the block on dimensions ``2i, 2i + 1`` is
+    ``[[cos(omega_i k), -sin(omega_i k)], [sin(omega_i k), cos(omega_i
+    k)]]`` with ``k = offset``, an int of either sign. It does not depend on
+    ``pos``.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise ValueError(f"offset must be an int, got {offset!r}")
+    _check_common(d_model, base, dtype)
+    # angle_i = omega_i k                           (d_model / 2,)
+    angle = _frequencies(d_model, base) * offset
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    even = torch.arange(0, d_model, 2)
+    # [sin(w(p+k)), cos(w(p+k))] = [sin wp, cos wp] @ [[cos wk, -sin wk],
+    #                                                  [sin wk,  cos wk]]
+    M[even, even] = cos
+    M[even, even + 1] = -sin
+    M[even + 1, even] = sin
+    M[even + 1, even + 1] = cos
+    return M.to(dtype)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A learned vector per position, added to the tokens.
+
+    ``embedding`` is a ``(max_len, d_model)`` parameter, initialised from
+    ``N(0, 0.02^2)``. ``forward(X)`` takes ``X (..., N, d_model)`` with
+    ``N <= max_len`` and returns ``X + embedding[:N]``, ``(..., N,
+    d_model)``.
+    """
+
+    def __init__(self, *, max_len, d_model):
+        super().__init__()
+        require_positive_int(max_len, "max_len")
+        require_positive_int(d_model, "d_model")
+        self.max_len, self.d_model = max_len, d_model
+        self.embedding = nn.Parameter(torch.empty(max_len, d_model))
+        nn.init.normal_(self.embedding, std=0.02)
+
+    def forward(self, X):
+        require_tensor(X, "X", min_dim=2)
+        *batch, N, D = X.shape
+        if D != self.d_model:
+            raise ValueError(
+                f"X must have d_model = {self.d_model} features, got shape "
+                f"{tuple(X.shape)}"
+            )
+        if N > self.max_len:
+            raise ValueError(
+                f"X has N = {N} tokens but the embedding has only "
+                f"max_len = {self.max_len} positions"
+            )
+        require_same_dtype(X=X, embedding=self.embedding)
+        # x_pos + p_pos for every position          (..., N, d_model)
+        return X + self.embedding[:N]
