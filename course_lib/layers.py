@@ -156,6 +156,7 @@ class TransformerLayer(nn.Module):
                 f"X must have d_model = {self.d_model} features, got shape "
                 f"{tuple(X.shape)}"
             )
+        require_same_dtype(X=X, parameters=self.norm1.weight)
         if self.norm_first:
             # MHA(LN_1(X)) and its weights A   (..., N, D), (..., H, N, N)
             attended, A = self.attention(self.norm1(X), mask)
@@ -200,9 +201,10 @@ class TransformerLayer(nn.Module):
             )
         for name in ("norm1", "norm2"):
             norm = getattr(layer, name)
-            if not isinstance(norm, nn.LayerNorm) or norm.weight is None or (
-                norm.bias is None
-            ):
+            affine = isinstance(norm, nn.LayerNorm) and (
+                norm.weight is not None and norm.bias is not None
+            )
+            if not affine:
                 raise ValueError(
                     f"{name} must be an nn.LayerNorm with weight and bias, "
                     f"got {norm!r}"

@@ -13,7 +13,13 @@ inputs keep their dtype.
 import torch
 from torch import nn
 
-from course_lib._validate import require_positive_int, require_tensor
+from course_lib._validate import (
+    batch_shape,
+    require_mask,
+    require_positive_int,
+    require_same_dtype,
+    require_tensor,
+)
 from course_lib.attention import scaled_dot_product_attention
 
 __all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
@@ -83,15 +89,19 @@ class MultiHeadAttention(nn.Module):
                     f"{name} must have d_model = {self.d_model} features, "
                     f"got shape {tuple(t.shape)}"
                 )
+        require_same_dtype(X=X, context=context, weights=self.W_q.weight)
+        if mask is not None:
+            batch = batch_shape(X.shape[:-2], context.shape[:-2],
+                                what="X and context")
+            require_mask(mask, X.shape[-2], context.shape[-2], batch)
         H = self.n_heads
         # Q_h = X W_q^(h) for every head at once       (..., H, N, d_head)
         Q = split_heads(self.W_q(X), H)
         K = split_heads(self.W_k(context), H)  # (..., H, N_k, d_head)
         V = split_heads(self.W_v(context), H)  # (..., H, N_k, d_head)
-        if mask is not None and isinstance(mask, torch.Tensor):
-            if mask.dim() >= 2:
-                # One mask for every head.             (..., 1, N_q, N_k)
-                mask = mask.unsqueeze(-3)
+        if mask is not None:
+            # One mask for every head.                 (..., 1, N_q, N_k)
+            mask = mask.unsqueeze(-3)
         # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
         heads, A = scaled_dot_product_attention(Q, K, V, mask)
         # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
@@ -122,7 +132,8 @@ class MultiHeadAttention(nn.Module):
         copy = cls(
             d_model=module.embed_dim, n_heads=module.num_heads, bias=bias
         )
-        copy.to(module.in_proj_weight.dtype)
+        copy.to(device=module.in_proj_weight.device,
+                dtype=module.in_proj_weight.dtype)
         w_q, w_k, w_v = module.in_proj_weight.detach().chunk(3)
         with torch.no_grad():
             for linear, w in zip(

@@ -16,7 +16,11 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import trange
 
-from course_lib._validate import require_positive_int, require_tensor
+from course_lib._validate import (
+    require_positive_int,
+    require_same_dtype,
+    require_tensor,
+)
 from course_lib.layers import TransformerEncoder
 
 __all__ = [
@@ -126,6 +130,7 @@ class PatchEmbedding(nn.Module):
                 f"images must have shape (B, C, H, W) = (B, *{expected}), "
                 f"got {tuple(images.shape)}"
             )
+        require_same_dtype(images=images, parameters=self.projection.weight)
         B = images.shape[0]
         patches = patchify(images, self.patch_size)  # (B, N, p*p*C)
         # x_p^i E for every patch i                     (B, N, D)
