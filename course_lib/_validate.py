@@ -69,3 +69,41 @@ def require_mask(mask, n_queries, n_keys, batch=()):
             f"mask of shape {tuple(mask.shape)} does not broadcast to "
             f"(..., N_q, N_k) = {target}"
         )
+
+
+def require_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False):
+    """Shared checks of queries, keys, values and eps; returns the batch."""
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
+        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
+    for name, t in (("Q", Q), ("K", K), ("V", V)):
+        require_tensor(t, name, min_dim=min_dim)
+    require_same_dtype(Q=Q, K=K, V=V)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            "queries and keys must have the same d_k, got Q with "
+            f"{Q.shape[-1]} and K with {K.shape[-1]} features"
+        )
+    if min_dim == 2 and K.shape[-2] != V.shape[-2]:
+        raise ValueError(
+            "keys and values must have the same number of tokens N_k, got "
+            f"K with {K.shape[-2]} and V with {V.shape[-2]}"
+        )
+    if causal and Q.shape[-2] != K.shape[-2]:
+        raise ValueError(
+            "causal attention needs as many queries as keys, got N_q = "
+            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
+        )
+    lead = 1 if min_dim == 1 else 2
+    return batch_shape(
+        Q.shape[:-lead], K.shape[:-lead], V.shape[:-lead], what="Q, K and V"
+    )
+
+
+def require_tokens(X, name, d_model):
+    """Check that ``X`` is ``(..., N, d_model)`` in float32 or float64."""
+    require_tensor(X, name, min_dim=2)
+    if X.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} must have d_model = {d_model} features, got shape "
+            f"{tuple(X.shape)}"
+        )

@@ -24,11 +24,11 @@ import torch
 from torch import nn
 
 from course_lib._validate import (
-    batch_shape,
     require_mask,
     require_positive_int,
-    require_same_dtype,
+    require_qkv,
     require_tensor,
+    require_tokens,
 )
 
 __all__ = [
@@ -91,22 +91,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     masked entries are exactly 0. A query that may attend to no key gets
     all-zero weights and a zero output.
     """
-    for name, t in (("Q", Q), ("K", K), ("V", V)):
-        require_tensor(t, name, min_dim=2)
-    require_same_dtype(Q=Q, K=K, V=V)
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            "queries and keys must have the same d_k, got Q with "
-            f"{Q.shape[-1]} and K with {K.shape[-1]} features"
-        )
-    if K.shape[-2] != V.shape[-2]:
-        raise ValueError(
-            "keys and values must have the same number of tokens N_k, got "
-            f"K with {K.shape[-2]} and V with {V.shape[-2]}"
-        )
-    batch = batch_shape(
-        Q.shape[:-2], K.shape[:-2], V.shape[:-2], what="Q, K and V"
-    )
+    batch = require_qkv(Q, K, V)
     n_q, d_k = Q.shape[-2:]
     n_k = K.shape[-2]
     if mask is not None:
@@ -178,15 +163,9 @@ class SelfAttention(nn.Module):
         self.W_v = nn.Linear(d_model, d_v, bias=bias)
 
     def forward(self, X, mask=None, *, context=None):
-        require_tensor(X, "X", min_dim=2)
         context = X if context is None else context
-        require_tensor(context, "context", min_dim=2)
-        for name, t in (("X", X), ("context", context)):
-            if t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have d_model = {self.d_model} features, "
-                    f"got shape {tuple(t.shape)}"
-                )
+        require_tokens(X, "X", self.d_model)
+        require_tokens(context, "context", self.d_model)
         # Q = X W_q, K = C W_k, V = C W_v   (..., N, d_k), (..., N_k, d_v)
         Q = self.W_q(X)
         K = self.W_k(context)

@@ -23,9 +23,9 @@ import torch
 
 from course_lib._validate import (
     FLOAT_DTYPES,
-    batch_shape,
     require_mask,
     require_positive_int,
+    require_qkv,
     require_same_dtype,
     require_tensor,
 )
@@ -43,34 +43,6 @@ __all__ = [
     "orthogonal_gaussian_projection",
     "local_attention_mask",
 ]
-
-
-def _check_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False):
-    """Shared checks of queries, keys, values and eps; returns the batch."""
-    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
-        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
-    for name, t in (("Q", Q), ("K", K), ("V", V)):
-        require_tensor(t, name, min_dim=min_dim)
-    require_same_dtype(Q=Q, K=K, V=V)
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            "queries and keys must have the same d_k, got Q with "
-            f"{Q.shape[-1]} and K with {K.shape[-1]} features"
-        )
-    if min_dim == 2 and K.shape[-2] != V.shape[-2]:
-        raise ValueError(
-            "keys and values must have the same number of tokens N_k, got "
-            f"K with {K.shape[-2]} and V with {V.shape[-2]}"
-        )
-    if causal and Q.shape[-2] != K.shape[-2]:
-        raise ValueError(
-            "causal attention needs as many queries as keys, got N_q = "
-            f"{Q.shape[-2]} and N_k = {K.shape[-2]}"
-        )
-    lead = 1 if min_dim == 1 else 2
-    return batch_shape(
-        Q.shape[:-lead], K.shape[:-lead], V.shape[:-lead], what="Q, K and V"
-    )
 
 
 def _features(feature_map, X, name):
@@ -120,7 +92,7 @@ def kernel_attention(Q, K, V, feature_map, mask=None):
     weights sum to 0 (every key masked, or all features zero) gets
     all-zero weights and a zero output, as in scaled dot-product attention.
     """
-    batch = _check_qkv(Q, K, V)
+    batch = require_qkv(Q, K, V)
     if mask is not None:
         require_mask(mask, Q.shape[-2], K.shape[-2], batch)
     phi_Q = _features(feature_map, Q, "Q")  # (..., N_q, m)
@@ -145,7 +117,7 @@ def linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
     of :func:`kernel_attention` except that ``eps`` is added to each
     denominator; no ``(N_q, N_k)`` matrix is built.
     """
-    _check_qkv(Q, K, V, eps=eps)
+    require_qkv(Q, K, V, eps=eps)
     phi_Q = _features(feature_map, Q, "Q")  # (..., N_q, m)
     phi_K = _features(feature_map, K, "K")  # (..., N_k, m)
     # KV = phi(K)^T V = sum_j phi(k_j)^T v_j        (..., m, d_v)
@@ -167,7 +139,7 @@ def causal_linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
     ``N`` and fine for the course's sizes, though a long sequence would use
     the recurrent form or a chunked kernel instead.
     """
-    _check_qkv(Q, K, V, eps=eps, causal=True)
+    require_qkv(Q, K, V, eps=eps, causal=True)
     phi_Q = _features(feature_map, Q, "Q")  # (..., N, m)
     phi_K = _features(feature_map, K, "K")  # (..., N, m)
     # outer products phi(k_j)^T v_j                 (..., N, m, d_v)
@@ -192,7 +164,7 @@ def recurrent_linear_attention_step(
     zeros. Returns the output ``(..., d_v)`` and the new state; the old
     state is not modified.
     """
-    batch = _check_qkv(q, k, v, min_dim=1, eps=eps)
+    batch = require_qkv(q, k, v, min_dim=1, eps=eps)
     phi_q = _features(feature_map, q, "q")  # (..., m)
     phi_k = _features(feature_map, k, "k")  # (..., m)
     m, d_v = phi_k.shape[-1], v.shape[-1]
@@ -234,7 +206,7 @@ def recurrent_linear_attention(
     :func:`recurrent_linear_attention_step` from a zero state and equals
     :func:`causal_linear_attention` with memory ``(..., m, d_v)``.
     """
-    _check_qkv(Q, K, V, eps=eps, causal=True)
+    require_qkv(Q, K, V, eps=eps, causal=True)
     state, outputs = None, []
     for n in range(Q.shape[-2]):
         out, state = recurrent_linear_attention_step(
@@ -283,7 +255,7 @@ def favor_plus_attention(Q, K, V, W, eps=1e-6):
     ``|q|`` or ``|k|`` cannot underflow every feature or let ``eps``
     swamp the sums.
     """
-    _check_qkv(Q, K, V, eps=eps)
+    require_qkv(Q, K, V, eps=eps)
     scale = Q.shape[-1] ** -0.25
     # exp(q . k / sqrt(d_k)) = exp(q' . k') with q' = q d_k^(-1/4)
     log_phi_Q = _favor_log_features(Q * scale, W)  # (..., N_q, m)

@@ -19,6 +19,7 @@ from course_lib._validate import (
     require_positive_int,
     require_same_dtype,
     require_tensor,
+    require_tokens,
 )
 from course_lib.attention import scaled_dot_product_attention
 
@@ -80,15 +81,9 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
 
     def forward(self, X, mask=None, *, context=None):
-        require_tensor(X, "X", min_dim=2)
         context = X if context is None else context
-        require_tensor(context, "context", min_dim=2)
-        for name, t in (("X", X), ("context", context)):
-            if t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have d_model = {self.d_model} features, "
-                    f"got shape {tuple(t.shape)}"
-                )
+        require_tokens(X, "X", self.d_model)
+        require_tokens(context, "context", self.d_model)
         require_same_dtype(X=X, context=context, weights=self.W_q.weight)
         if mask is not None:
             batch = batch_shape(X.shape[:-2], context.shape[:-2],

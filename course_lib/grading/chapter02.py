@@ -9,8 +9,8 @@ import torch
 from course_lib import attention as ref
 from course_lib.grading.common import (
     F64,
-    build,
     masked_weights_are_zero,
+    prepare_module,
     randn,
     random_mask,
     rows_sum_to_one,
@@ -186,14 +186,6 @@ def _wrong_forward(**options):
     return forward
 
 
-def _prepare_self_attention(student_cls, case, exercise):
-    student, reference = build(student_cls, case, _layers(case.init),
-                               ref.SelfAttention, "SelfAttention")
-    wrong = [lambda *a, f=m.fn: f(reference, *a)
-             for m in exercise.misconceptions]
-    return student, reference, wrong
-
-
 def _self_attention_cases(specs, seed):
     cases = []
     for i, (label, init, shape, dtype, masked) in enumerate(specs):
@@ -206,7 +198,7 @@ def _self_attention_cases(specs, seed):
 SELF_ATTENTION = Exercise(
     name="SelfAttention",
     reference=None,
-    prepare=_prepare_self_attention,
+    prepare=prepare_module(ref.SelfAttention, _layers, "SelfAttention"),
     visible=lambda: _self_attention_cases([
         ("d_model=4, d_k=3 on 5 tokens", {"d_model": 4, "d_k": 3}, (5,),
          torch.float32, False),

@@ -9,8 +9,8 @@ from course_lib import attention as ref_attention
 from course_lib import multihead as ref
 from course_lib.grading.common import (
     F64,
-    build,
     masked_weights_are_zero,
+    prepare_module,
     randn,
     random_mask,
     rows_sum_to_one,
@@ -141,14 +141,6 @@ def _wrong(**options):
     return lambda module, X, mask=None: _mha_with(module, X, mask, **options)
 
 
-def _prepare_mha(student_cls, case, exercise):
-    student, reference = build(student_cls, case, _layers(case.init),
-                               ref.MultiHeadAttention, "MultiHeadAttention")
-    wrong = [lambda *a, f=m.fn: f(reference, *a)
-             for m in exercise.misconceptions]
-    return student, reference, wrong
-
-
 def _mha_cases(specs, seed):
     cases = []
     for i, (label, init, shape, dtype, mask) in enumerate(specs):
@@ -167,7 +159,7 @@ def _mha_cases(specs, seed):
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention",
     reference=None,
-    prepare=_prepare_mha,
+    prepare=prepare_module(ref.MultiHeadAttention, _layers, "MultiHeadAttention"),
     visible=lambda: _mha_cases([
         ("d_model=8, 2 heads, 5 tokens", {"d_model": 8, "n_heads": 2},
          (5,), torch.float32, None),

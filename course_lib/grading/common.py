@@ -144,3 +144,18 @@ def build(student_cls, case, layers, reference_cls, what):
     reference = load_weights(reference_cls(**case.init), weights, dtype)
     student = load_weights(student, weights, dtype)
     return student, reference
+
+
+def prepare_module(reference_cls, layers, what):
+    """A ``prepare`` for class exercises: the student's instance and the
+    reference share seeded weights, and each misconception runs on the
+    reference's weights. ``layers(init)`` lists the Linear layers."""
+
+    def prepare(student_cls, case, exercise):
+        student, reference = build(student_cls, case, layers(case.init),
+                                   reference_cls, what)
+        wrong = [lambda *a, f=m.fn: f(reference, *a)
+                 for m in exercise.misconceptions]
+        return student, reference, wrong
+
+    return prepare
