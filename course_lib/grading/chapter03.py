@@ -159,7 +159,9 @@ def _mha_cases(specs, seed):
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention",
     reference=None,
-    prepare=prepare_module(ref.MultiHeadAttention, _layers, "MultiHeadAttention"),
+    prepare=prepare_module(
+        ref.MultiHeadAttention, _layers, "MultiHeadAttention"
+    ),
     visible=lambda: _mha_cases([
         ("d_model=8, 2 heads, 5 tokens", {"d_model": 8, "n_heads": 2},
          (5,), torch.float32, None),
