@@ -20,12 +20,19 @@ __all__ = ["check", "GradingError", "EXERCISES"]
 
 
 def _registry():
-    from course_lib.grading import chapter01, chapter02, chapter03
+    """Every exercise of every ``chapterNN`` module, by name."""
+    import importlib
+    import pkgutil
+
+    import course_lib.grading as package
 
     exercises = {}
-    for chapter in (chapter01, chapter02, chapter03):
-        for exercise in chapter.EXERCISES:
-            exercises[exercise.name] = exercise
+    for info in sorted(pkgutil.iter_modules(package.__path__),
+                       key=lambda m: m.name):
+        if info.name.startswith("chapter"):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            for exercise in module.EXERCISES:
+                exercises[exercise.name] = exercise
     return exercises
 
 

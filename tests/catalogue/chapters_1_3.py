@@ -1,11 +1,4 @@
-"""Student answers the grader must judge right: correct alternatives
-(full marks), named misconceptions (lose points, with the message that
-names them) and cheats (no points).
-
-Each entry is source code for the exercise's solution cell, so the same
-catalogue drives the unit tests of ``course_lib.grading`` and the
-end-to-end tests that autograde whole notebooks with nbgrader.
-"""
+"""Catalogue of chapters 1-3 (see ``tests/catalogue/__init__.py``)."""
 
 # exercise -> chapter folder
 CHAPTER_OF = {
