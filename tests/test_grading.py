@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib import attention
 from course_lib.grading import EXERCISES, GradingError, check, receipts
 from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, WRONG
 
