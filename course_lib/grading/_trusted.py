@@ -34,6 +34,8 @@ len_ = builtins.len
 repr_ = builtins.repr
 tuple_ = builtins.tuple
 float_ = builtins.float
+int_ = builtins.int
+dict_ = builtins.dict
 
 tensor_detach = TensorBase.detach
 tensor_to = TensorBase.to
@@ -49,6 +51,8 @@ np_isfinite = numpy.isfinite
 np_isnan = numpy.isnan
 np_all = numpy.all
 np_float64 = numpy.float64
+np_number = numpy.number
+np_concatenate = numpy.concatenate
 
 torch_float64 = torch.float64
 torch_float32 = torch.float32

@@ -66,8 +66,15 @@ class Exercise:
 
 
 def as_array(value, what):
-    """A float64 (or bool) numpy copy of a plain tensor, or a clear error."""
+    """A float64 (or bool) numpy copy of a plain tensor, a number or a
+    dict of those (its values in key order), or a clear error."""
     kind = T.type_(value)
+    if kind is T.dict_:
+        parts = [as_array(value[k], f"{what}[{k!r}]").ravel()
+                 for k in sorted(value)]
+        return T.np_concatenate(parts) if parts else T.np_array([])
+    if kind in (T.int_, T.float_) or T.isinstance_(value, T.np_number):
+        return T.np_array(T.float_(value), dtype=T.np_float64)
     if kind is not T.Tensor:
         if T.isinstance_(value, T.TensorBase):
             raise GradingError(
@@ -289,6 +296,8 @@ def run(exercise, student, cases):
         what = f"{exercise.name} on {case.label}"
         got = _as_outputs(_call(exercise, fn, case, what), exercise, what)
         for index, name in enumerate(exercise.outputs):
+            if not exercise.properties:
+                break  # the comparison below checks types itself
             several = T.len_(exercise.outputs) > 1
             label = f"{what}, {name}" if several else what
             as_array(got[index], f"{label}: your result")
@@ -314,29 +323,73 @@ def run(exercise, student, cases):
 
 def _compare(exercise, case, what, name, index, got_value, expected_value,
              wrong_fns):
+    """Compare one output; return the largest difference or raise."""
     label = what if T.len_(exercise.outputs) == 1 else f"{what}, {name}"
+    pairs = [(label, got_value, expected_value)]
+    if T.type_(expected_value) is T.dict_:
+        keys = sorted(expected_value)
+        if T.type_(got_value) is not T.dict_:
+            raise GradingError(
+                f"{label}: expected a dict with keys {keys}, got "
+                f"{describe(got_value)}"
+            )
+        if sorted(got_value) != keys:
+            raise GradingError(
+                f"{label}: expected the keys {keys}, got {sorted(got_value)}"
+            )
+        pairs = [(f"{label}[{key!r}]", got_value[key], expected_value[key])
+                 for key in keys]
+    worst = 0.0
+    for item_label, got_item, expected_item in pairs:
+        lines = _mismatch(item_label, name, case, got_item, expected_item)
+        if lines is None:
+            got = as_array(got_item, item_label)
+            if got.dtype != bool:
+                worst = max(worst, differences(
+                    got, as_array(expected_item, "the reference"))[0])
+            continue
+        hint = _diagnose(exercise, wrong_fns, case,
+                         as_array(got_value, label), index)
+        if hint:
+            lines.append(hint)
+        raise GradingError("\n".join(lines))
+    return worst
+
+
+def _mismatch(label, name, case, got_value, expected_value):
+    """``None`` when the values agree, else the lines that say how not."""
     expected = as_array(expected_value, "the reference")
     got = as_array(got_value, f"{label}: your result")
     if got.shape != expected.shape:
         raise GradingError(
             f"{label}: expected shape {expected.shape}, got {got.shape}."
         )
-    want_dtype = T.tensor_dtype(expected_value)
-    if T.tensor_dtype(got_value) is not want_dtype:
-        raise GradingError(
-            f"{label}: expected dtype {want_dtype}, got "
-            f"{T.tensor_dtype(got_value)}. Keep the input's dtype."
-        )
+    want_dtype = T.torch_float64
+    if T.type_(expected_value) is T.Tensor:
+        want_dtype = T.tensor_dtype(expected_value)
+        if T.type_(got_value) is not T.Tensor:
+            raise GradingError(
+                f"{label}: expected a {want_dtype} tensor, got "
+                f"{describe(got_value)}."
+            )
+        if T.tensor_dtype(got_value) is not want_dtype:
+            raise GradingError(
+                f"{label}: expected dtype {want_dtype}, got "
+                f"{T.tensor_dtype(got_value)}. Keep the input's dtype."
+            )
     atol, rtol = _tolerance(want_dtype, case)
     if close(got, expected, atol, rtol):
-        return differences(got, expected)[0] if got.dtype != bool else 0.0
+        return None
     lines = [f"{label}: your {name} differs from the reference."]
     if got.dtype == bool:
         wrong = int((got != expected).sum())
         lines.append(f"{wrong} of {got.size} entries are wrong.")
     elif not bool(T.np_isfinite(got).all()):
+        lines.append("It contains NaN or inf where the reference is finite.")
+    elif got.size == 1:
         lines.append(
-            "It contains NaN or inf where the reference is finite."
+            f"Yours is {float(got.ravel()[0]):.6g}, the reference "
+            f"{float(expected.ravel()[0]):.6g}."
         )
     else:
         biggest, mean = differences(got, expected)
@@ -344,7 +397,4 @@ def _compare(exercise, case, what, name, index, got_value, expected_value,
             f"Max |yours - expected| = {biggest:.3g}, mean = {mean:.3g} "
             f"(allowed: {atol:g} + {rtol:g} * |expected|)."
         )
-    hint = _diagnose(exercise, wrong_fns, case, got, index)
-    if hint:
-        lines.append(hint)
-    raise GradingError("\n".join(lines))
+    return lines
