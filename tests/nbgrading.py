@@ -65,32 +65,60 @@ def _run(args, cwd):
     return result
 
 
-def grade_chapter(chapter, submissions, workdir):
-    """Autograde ``{student: notebook}``; return ``{student: Result}``."""
-    course = Path(workdir) / chapter
+def grade_chapter(chapter, submissions, workdir, jobs=None):
+    """Autograde ``{student: notebook}``; return ``{student: Result}``.
+
+    The students are dealt to ``jobs`` course copies (default: the number
+    of CPUs) that nbgrader grades side by side, each with its own
+    gradebook, since one SQLite gradebook takes one writer at a time.
+    """
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
+    students = sorted(submissions)
+    shares = [students[k::jobs] for k in range(jobs)]
+    courses = [_prepare_course(chapter, {s: submissions[s] for s in share},
+                               Path(workdir) / f"{chapter}-{k}")
+               for k, share in enumerate(shares)]
+    nbgrader = str(BIN / "nbgrader")
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    running = [subprocess.Popen(
+        [nbgrader, "autograde", chapter, "--force", "--log-level=ERROR"],
+        cwd=course, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True) for course in courses]
+    for process in running:
+        _, err = process.communicate(timeout=1800)
+        if process.returncode != 0:
+            raise RuntimeError(f"nbgrader autograde failed:\n{err[-4000:]}")
+    results = {}
+    for course, share in zip(courses, shares, strict=True):
+        results.update(_read_results(chapter, course, share))
+    return results
+
+
+def _prepare_course(chapter, submissions, course):
     if course.exists():
         shutil.rmtree(course)
     shutil.copytree(ROOT / "solutions" / chapter,
                     course / "solutions" / chapter)
     shutil.copy(ROOT / "nbgrader_config.py", course)
-    nbgrader = str(BIN / "nbgrader")
-    _run([nbgrader, "generate_assignment", chapter, "--force",
+    _run([str(BIN / "nbgrader"), "generate_assignment", chapter, "--force",
           "--log-level=ERROR"], course)
     name = notebook_path(chapter).name
     for student, notebook in submissions.items():
         folder = course / "submitted" / student / chapter
         folder.mkdir(parents=True)
         nbformat.write(notebook, folder / name)
-    _run([nbgrader, "autograde", chapter, "--force",
-          "--log-level=ERROR"], course)
+    return course
+
+
+def _read_results(chapter, course, students):
+    name = notebook_path(chapter).name
     results = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for student in submissions:
+        for student in students:
             submission = gradebook.find_submission_notebook(
                 name[:-len(".ipynb")], chapter, student)
             scores = {g.cell.name: (g.score, g.max_score)
-                      for g in submission.grades if g.cell.cell_type == "code"
-                      or g.auto_score is not None}
+                      for g in submission.grades}
             graded = nbformat.read(
                 course / "autograded" / student / chapter / name, 4)
             messages = {}
