@@ -1,0 +1,437 @@
+"""Checks of chapter 4: layer normalisation, the position-wise feed-forward
+network and the Transformer layer, post-LN and pre-LN. ``X`` is ``(..., N,
+D)`` with ``D = d_model``; layer norm works on the last axis, one token at
+a time; masks are bool, ``True`` where a query may attend."""
+
+import torch
+
+from course_lib import attention as ref_attention
+from course_lib import layers as ref
+from course_lib.grading import _trusted as T
+from course_lib.grading.common import (
+    F32,
+    F64,
+    build,
+    prepare_module,
+    randn,
+    random_mask,
+)
+from course_lib.grading.engine import (
+    Case,
+    Exercise,
+    GradingError,
+    Misconception,
+    as_array,
+)
+
+# Note 001's three 4-dimensional embeddings ("cat", "opened", "its").
+NOTES_EMBEDDINGS = torch.tensor([[0.1, -2.0, 0.4, -1.0],
+                                 [0.3, 1.0, -1.0, 2.0],
+                                 [0.1, 0.0, 1.0, -1.0]])
+
+# ------------------------------------------------------------ layer norm
+
+# PyTorch's normalisations, any of which computes a layer norm in one call.
+NORM_TORCH = frozenset({"layer_norm", "native_layer_norm", "group_norm",
+                        "instance_norm", "batch_norm", "rms_norm"})
+
+
+def _ln_with(x, weight=None, bias=None, eps=1e-5, *, dims=(-1,),
+             unbiased=False, eps_at="inside", root=True, naive=False,
+             order="scale first"):
+    """Layer norm with one thing changed (the defaults give the reference)."""
+    dims = tuple(range(x.dim())) if dims == "all" else dims
+    mean = x.mean(dims, keepdim=True)
+    count = x.numel() // mean.numel() - (1 if unbiased else 0)
+    var = ((x - mean) ** 2).sum(dims, keepdim=True) / count
+    if naive:
+        var = (x ** 2).mean(dims, keepdim=True) - mean ** 2
+    if eps_at == "inside":
+        scale = torch.sqrt(var + eps) if root else var + eps
+    elif eps_at == "outside":
+        scale = torch.sqrt(var) + eps
+    else:
+        scale = torch.sqrt(var)
+    y = (x - mean) / scale
+    if order == "ignored":
+        return y
+    if order == "shift first" and bias is not None:
+        y = y + bias
+    if weight is not None:
+        y = y * weight
+    if order == "scale first" and bias is not None:
+        y = y + bias
+    return y
+
+
+def _wrong_ln(name, advice, **options):
+    return Misconception(
+        name, advice,
+        lambda x, weight=None, bias=None, eps=1e-5: _ln_with(
+            x, weight, bias, eps, **options))
+
+
+def _ln_args(case):
+    names = ("x", "weight", "bias", "eps")
+    values = dict(zip(names, (None, None, None, 1e-5), strict=True))
+    values.update(zip(names, case.args, strict=False))
+    values.update(case.kwargs)
+    return values
+
+
+def _tokens_normalised(case, outputs):
+    """Property: without weight and bias, every token (row) has mean 0 and
+    variance var / (var + eps) over its features."""
+    a = _ln_args(case)
+    if a["weight"] is not None or a["bias"] is not None:
+        return None
+    x, y = as_array(a["x"], "x"), as_array(outputs[0], "your result")
+    if y.shape != x.shape or x.shape[-1] < 2 or not T.np_isfinite(y).all():
+        return None  # the comparison explains these
+    means = y.mean(axis=-1)
+    bad = T.np_abs(means) > 1e-3
+    if bad.any():
+        return (
+            f"each token's {x.shape[-1]} features should have mean 0 after "
+            f"normalising, but {int(bad.sum())} of {means.size} tokens "
+            f"have means such as {float(means[bad].flat[0]):.3g}. Take "
+            "the mean and variance over the last axis, one token at a time."
+        )
+    var_in = x.var(axis=-1)
+    want, got = var_in / (var_in + a["eps"]), y.var(axis=-1)
+    bad = T.np_abs(got - want) > 1e-3
+    if bad.any():
+        i = int(bad.ravel().argmax())
+        return (
+            "after normalising, a token's features should have variance "
+            f"var / (var + eps) (close to 1 unless var is tiny): "
+            f"{float(want.ravel()[i]):.4g} for token {i}, yours has "
+            f"{float(got.ravel()[i]):.4g}."
+        )
+    return None
+
+
+def _ln_cases(specs, seed):
+    cases = []
+    for i, (label, shape, dtype, extra, kwargs) in enumerate(specs):
+        loc, scale = extra.get("loc", 0.0), extra.get("scale", 1.0)
+        x = loc + randn(*shape, seed=seed + i, dtype=dtype, scale=scale)
+        if "constant_row" in extra:
+            x[extra["constant_row"]] = 2.0
+        args = [x]
+        D = shape[-1]
+        if extra.get("affine") in ("weight", "both"):
+            args.append(1 + randn(D, seed=seed + 50 + i, dtype=dtype,
+                                  scale=0.5))
+        if extra.get("affine") == "both":
+            args.append(randn(D, seed=seed + 80 + i, dtype=dtype))
+        cases.append(Case(label, tuple(args), kwargs,
+                          atol=extra.get("atol")))
+    return cases
+
+
+LAYER_NORM = Exercise(
+    name="layer_norm",
+    reference=ref.layer_norm,
+    visible=lambda: [
+        Case("the notes' three embeddings (3, 4)",
+             (NOTES_EMBEDDINGS.clone(),)),
+        *_ln_cases([("a (2, 5, 8) batch with weight and bias", (2, 5, 8),
+                     F32, {"affine": "both"}, {})], seed=200),
+    ],
+    hidden=lambda: _ln_cases([
+        # first: only tiny variances tell eps inside from eps outside
+        ("tokens with tiny variance (std 1e-3) in float64", (2, 4, 16), F64,
+         {"loc": 5.0, "scale": 1e-3}, {}),
+        ("a constant token (variance 0)", (3, 6), F32,
+         {"constant_row": 1}, {}),
+        ("(2, 3, 4, 6) in float64 with weight and bias", (2, 3, 4, 6), F64,
+         {"affine": "both"}, {}),
+        ("a single token of shape (7,)", (7,), F32, {}, {}),
+        ("D = 1 feature per token", (4, 1), F64, {}, {}),
+        ("eps = 0.1 passed by keyword", (2, 5, 6), F32, {}, {"eps": 0.1}),
+        ("weight but no bias", (3, 5, 8), F32, {"affine": "weight"}, {}),
+        ("tokens with a large mean (300) in float32", (2, 6, 32), F32,
+         {"loc": 300.0, "atol": 1e-4}, {}),
+    ], seed=210),
+    misconceptions=(
+        _wrong_ln("unbiased variance (divides by D - 1)",
+                  "layer norm divides by D, not D - 1; torch's x.var() "
+                  "divides by D - 1 by default: use "
+                  "x.var(dim=-1, unbiased=False) or mean((x - mu)^2).",
+                  unbiased=True),
+        _wrong_ln("eps outside the square root",
+                  "divide by sqrt(var + eps), not sqrt(var) + eps; the two "
+                  "differ when the variance is tiny.", eps_at="outside"),
+        Misconception(
+            "the eps argument ignored",
+            "use the eps you are given, not a fixed 1e-5.",
+            lambda x, weight=None, bias=None, eps=1e-5: _ln_with(
+                x, weight, bias)),
+        _wrong_ln("eps left out",
+                  "add eps to the variance under the square root: without "
+                  "it a constant token divides 0 by 0.", eps_at="none"),
+        _wrong_ln("normalised over the token axis",
+                  "layer norm takes the mean and variance of each token "
+                  "over its D features, the last axis (dim=-1), not over "
+                  "the tokens.", dims=(-2,)),
+        _wrong_ln("one mean and variance for the whole tensor",
+                  "each token gets its own mean and variance: reduce over "
+                  "dim=-1 with keepdim=True.", dims="all"),
+        _wrong_ln("divided by the variance instead of the standard "
+                  "deviation", "divide by sqrt(var + eps).", root=False),
+        _wrong_ln("bias added before scaling by weight",
+                  "y = weight * x_hat + bias: scale first, then shift.",
+                  order="shift first"),
+        _wrong_ln("weight and bias ignored",
+                  "multiply by weight and add bias when they are given.",
+                  order="ignored"),
+        _wrong_ln("variance as mean(x^2) - mean(x)^2",
+                  "in float32 this difference of two large numbers loses "
+                  "the variance when the mean is large: compute "
+                  "mean((x - mu)^2).", naive=True),
+    ),
+    forbidden_torch=NORM_TORCH,
+    forbidden_aten=NORM_TORCH | {
+        "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
+        "_batch_norm_no_update", "_fused_rms_norm"},
+    forbidden_reference=(ref.layer_norm, ref.LayerNorm),
+    shortcut_advice=("Compute the mean and the variance over the last axis "
+                     "yourself."),
+    properties=(_tokens_normalised,),
+)
+
+# ---------------------------------------------------------- feed-forward
+
+
+def _ffn_layers(init):
+    d_model, d_ff = init["d_model"], init["d_ff"]
+    return [("linear1", d_model, d_ff, True), ("linear2", d_ff, d_model, True)]
+
+
+def _ffn_cases(specs, seed):
+    return [Case(label, (randn(*shape, init["d_model"], seed=seed + i,
+                               dtype=dtype),), init=init)
+            for i, (label, init, shape, dtype) in enumerate(specs)]
+
+
+FEED_FORWARD = Exercise(
+    name="FeedForward",
+    reference=None,
+    prepare=prepare_module(ref.FeedForward, _ffn_layers, "FeedForward"),
+    visible=lambda: _ffn_cases([
+        ("d_model=4, d_ff=16 on 5 tokens", {"d_model": 4, "d_ff": 16}, (5,),
+         F32),
+        ("a (2, 5) batch, d_ff=32", {"d_model": 8, "d_ff": 32}, (2, 5), F32),
+    ], seed=300),
+    hidden=lambda: _ffn_cases([
+        ("two batch dimensions in float64", {"d_model": 6, "d_ff": 24},
+         (2, 3, 4), F64),
+        ("d_ff = 3 < d_model = 8", {"d_model": 8, "d_ff": 3}, (2, 6), F32),
+        ("a single token of shape (D,)", {"d_model": 5, "d_ff": 10}, (),
+         F64),
+        ("d_model=1, d_ff=1", {"d_model": 1, "d_ff": 1}, (7,), F32),
+    ], seed=310),
+    misconceptions=(
+        Misconception(
+            "no ReLU between the two linear layers",
+            "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2: apply ReLU to the "
+            "hidden layer; without it the two layers collapse into one "
+            "linear map.",
+            lambda m, X: m.linear2(m.linear1(X))),
+        Misconception(
+            "ReLU after the second linear layer too",
+            "the output is linear2 of the activated hidden layer, with no "
+            "ReLU at the end (it could never be negative otherwise).",
+            lambda m, X: torch.relu(m.linear2(torch.relu(m.linear1(X))))),
+        Misconception(
+            "GELU instead of ReLU",
+            "the notes' and the original paper's network uses "
+            "max(0, .), ReLU.",
+            lambda m, X: m.linear2(torch.nn.functional.gelu(m.linear1(X)))),
+        Misconception(
+            "a residual connection inside FeedForward",
+            "return FFN(X) alone; the Transformer layer adds the residual "
+            "X + ... around it (Exercise 3).",
+            lambda m, X: X + m.linear2(torch.relu(m.linear1(X)))),
+    ),
+    forbidden_reference=(ref.FeedForward,),
+)
+
+# ------------------------------------------------------ transformer layer
+
+
+def _seed_parameters(module, seed, dtype):
+    """Seeded values for every parameter: linear weights ~ 1/sqrt(d_in),
+    norm weights ~ 1 and biases ~ 0.1, so that no two are alike."""
+    with torch.no_grad():
+        for i, (name, p) in enumerate(module.named_parameters()):
+            shape = T.tuple_(p.shape)
+            if T.len_(shape) == 2:
+                value = randn(*shape, seed=seed + i, dtype=dtype,
+                              scale=shape[1] ** -0.5)
+            else:
+                value = randn(*shape, seed=seed + i, dtype=dtype, scale=0.1)
+                if name.startswith("norm") and name.endswith("weight"):
+                    value = 1 + value
+            p.copy_(value)
+
+
+def _names_and_shapes(module):
+    return {name: T.tuple_(p.shape) for name, p in module.named_parameters()}
+
+
+def _prepare_layer(student_cls, case, exercise):
+    """The student's layer gets the reference's seeded parameters, matched
+    by name; each misconception runs on the reference's modules."""
+    student, reference = build(student_cls, case, [], ref.TransformerLayer,
+                               "TransformerLayer")
+    _seed_parameters(reference, seed=400, dtype=T.tensor_dtype(case.args[0]))
+    want, got = _names_and_shapes(reference), _names_and_shapes(student)
+    if got != want:
+        missing = [n for n in want if n not in got]
+        extra = [n for n in got if n not in want]
+        shapes = [f"{n} {got[n]} instead of {want[n]}" for n in want
+                  if n in got and got[n] != want[n]]
+        raise GradingError("\n".join(filter(None, [
+            "TransformerLayer's parameters must have the reference's names "
+            "and shapes, so that the grader can give your layer and the "
+            "reference the same weights. Expected: "
+            + ", ".join(f"{n} {s}" for n, s in want.items()) + ".",
+            "Missing: " + ", ".join(missing) if missing else "",
+            "Not expected: " + ", ".join(extra) if extra else "",
+            "Wrong shapes: " + ", ".join(shapes) if shapes else "",
+            "Use attention = a MultiHeadAttention (W_q, W_k, W_v, W_o), "
+            "feed_forward = a FeedForward (linear1, linear2), norm1 and "
+            "norm2 = ref.LayerNorm(d_model=...) or nn.LayerNorm(d_model), "
+            "and no other parameters.",
+        ])))
+    student.load_state_dict(reference.state_dict(), strict=False)
+    wrong = [lambda *a, f=m.fn: f(reference, *a)
+             for m in exercise.misconceptions]
+    return student, reference, wrong
+
+
+def _layer_with(layer, X, mask=None, *, pre=None, from_normed=False,
+                residual=True, norm_sublayer=False, same_norm=False,
+                ignore_mask=False, only=None):
+    """A Transformer layer with one thing changed."""
+    pre = {None: layer.norm_first, "swap": not layer.norm_first}.get(
+        pre, pre)
+    if only is not None and only != pre:
+        raise ValueError("this mistake is about the other arrangement")
+    mask = None if ignore_mask else mask
+    norm1 = layer.norm1
+    norm2 = layer.norm1 if same_norm else layer.norm2
+    ffn = layer.feed_forward
+
+    def attend(Z):
+        return layer.attention(Z, mask)[0]
+
+    def keep(skip):
+        return skip if residual else 0
+
+    if pre:
+        H = norm1(X)
+        Z = keep(H if from_normed else X) + attend(H)
+        H = norm2(Z)
+        return keep(H if from_normed else Z) + ffn(H)
+    if norm_sublayer:
+        Z = X + norm1(attend(X))
+        return Z + norm2(ffn(Z))
+    Z = norm1(keep(X) + attend(X))
+    return norm2(keep(Z) + ffn(Z))
+
+
+def _wrong_layer(name, advice, **options):
+    return Misconception(
+        name, advice,
+        lambda layer, X, mask=None: _layer_with(layer, X, mask, **options))
+
+
+def _layer_cases(specs, seed):
+    cases = []
+    for i, (label, init, shape, dtype, mask) in enumerate(specs):
+        X = randn(*shape, init["d_model"], seed=seed + i, dtype=dtype)
+        N = shape[-1]
+        if mask == "causal":
+            args = (X, ref_attention.causal_mask(N))
+        elif mask == "random":
+            args = (X, random_mask(shape[0], N, N, seed=seed + 50 + i))
+        else:
+            args = (X,)
+        cases.append(Case(label, args, init=init))
+    return cases
+
+
+def _init(d_model, n_heads, d_ff, norm_first=None):
+    init = {"d_model": d_model, "n_heads": n_heads, "d_ff": d_ff}
+    if norm_first is not None:
+        init["norm_first"] = norm_first
+    return init
+
+
+TRANSFORMER_LAYER = Exercise(
+    name="TransformerLayer",
+    reference=None,
+    prepare=_prepare_layer,
+    visible=lambda: _layer_cases([
+        ("post-LN: d_model=8, 2 heads, d_ff=16, 5 tokens", _init(8, 2, 16),
+         (5,), F32, None),
+        ("pre-LN (norm_first=True), a causal mask, a (2, 5) batch",
+         _init(8, 2, 16, True), (2, 5), F32, "causal"),
+    ], seed=400),
+    hidden=lambda: _layer_cases([
+        ("pre-LN with a causal mask in float64", _init(12, 3, 24, True),
+         (2, 6), F64, "causal"),
+        ("post-LN with a causal mask", _init(8, 2, 32), (2, 6), F32,
+         "causal"),
+        ("pre-LN with two batch dimensions", _init(8, 4, 16, True),
+         (2, 3, 4), F32, None),
+        ("post-LN in float64, 1 head, d_ff < d_model",
+         _init(6, 1, 4, False), (3, 5), F64, None),
+        ("pre-LN with a per-sequence random mask", _init(8, 2, 16, True),
+         (2, 6), F32, "random"),
+        ("post-LN with a per-sequence random mask in float64",
+         _init(8, 2, 16, False), (2, 5), F64, "random"),
+    ], seed=420),
+    misconceptions=(
+        _wrong_layer(
+            "pre-LN residual taken from the normalised input",
+            "pre-LN adds the sublayer to the un-normalised input: "
+            "Z = X + MHA(LN_1(X)) and Y = Z + FFN(LN_2(Z)). Keep X "
+            "(and Z) for the skip path and normalise a copy.",
+            from_normed=True, only=True),
+        _wrong_layer(
+            "norm_first ignored (post-LN and pre-LN swapped)",
+            "norm_first=False is post-LN, Z = LN_1(X + MHA(X)); "
+            "norm_first=True is pre-LN, Z = X + MHA(LN_1(X)).",
+            pre="swap"),
+        _wrong_layer(
+            "no residual connections",
+            "each sublayer's input is added back: X + MHA(...), "
+            "Z + FFN(...).", residual=False),
+        _wrong_layer(
+            "post-LN normalises the sublayer, not the sum",
+            "post-LN normalises the residual sum: Z = LN_1(X + MHA(X)), "
+            "not X + LN_1(MHA(X)).", norm_sublayer=True, only=False),
+        _wrong_layer(
+            "norm1 used for both sublayers",
+            "the feed-forward sublayer has its own norm, norm2.",
+            same_norm=True),
+        _wrong_layer(
+            "the mask is ignored",
+            "pass the mask on to the attention: attention(X, mask).",
+            ignore_mask=True),
+    ),
+    forbidden_torch=frozenset({"multi_head_attention_forward",
+                               "_transformer_encoder_layer_fwd"}),
+    forbidden_aten=frozenset({"_transformer_encoder_layer_fwd",
+                              "_native_multi_head_attention"}),
+    forbidden_reference=(ref.TransformerLayer, ref.TransformerEncoder),
+    shortcut_advice=("Assemble the layer from attention, feed_forward, "
+                     "norm1 and norm2 yourself."),
+)
+
+EXERCISES = (LAYER_NORM, FEED_FORWARD, TRANSFORMER_LAYER)

@@ -1,0 +1,325 @@
+"""Checks of chapter 5: the cost of attention. FLOPs of one multi-head
+layer on ``N`` tokens of ``D = d_model`` features (``H`` heads of ``d_head
+= D // H``; an ``(a, b) @ (b, c)`` product costs ``2 a b c``), the length at
+which the ``N^2 D`` terms equal the ``N D^2`` terms, the bytes of the
+attention weights ``(H, N, N)`` and a power law fitted in log-log space."""
+
+import numpy as np
+import torch
+
+from course_lib import complexity as ref
+from course_lib.grading.common import F64
+from course_lib.grading.engine import Case, Exercise, Misconception
+
+# -------------------------------------------------------------- FLOPs
+
+
+def _flops_with(N, D, H=1, *, per_madd=2, n_proj=3, scores=None,
+                weighted=None, output=True, exact=False):
+    """The counts with one thing changed (defaults give the reference)."""
+    d = D // H
+
+    def mm(a, b, c):  # (a, b) @ (b, c)
+        return a * c * (2 * b - 1) if exact else per_madd * a * b * c
+
+    counts = {
+        "projections": n_proj * mm(N, D, D),
+        "scores": scores(N, D, H) if scores else H * mm(N, d, N),
+        "weighted_sum": (weighted(N, D, H) if weighted
+                         else H * mm(N, N, d)),
+        "output_projection": mm(N, D, D),
+    }
+    counts["total"] = sum(counts.values())
+    if not output:
+        counts["total"] -= counts["output_projection"]
+    return counts
+
+
+def _d_model_per_head(N, D, H):
+    return 2 * H * N * N * D  # (N, D) @ (D, N) in each of the H heads
+
+
+def _wrong(name, advice, **options):
+    return Misconception(name, advice, lambda N, D, n_heads=1: _flops_with(
+        N, D, n_heads, **options))
+
+
+def _flop_cases(specs):
+    return [Case(label, args, kwargs) for label, args, kwargs in specs]
+
+
+PER_HEAD = (
+    "Q K^T counted with d_model per head (H times too many)",
+    "head h multiplies (N, d_head) by (d_head, N), with d_head = D / H, "
+    "so the H heads together cost 2 N^2 D, not 2 H N^2 D.",
+)
+
+ATTENTION_FLOPS = Exercise(
+    name="attention_flops",
+    reference=ref.attention_flops,
+    visible=lambda: _flop_cases([
+        ("N = 4, D = 6, H = 2 (the count by hand)", (4, 6, 2), {}),
+        ("the notes' example: N = 3, D = 2, one head", (3, 2), {}),
+    ]),
+    hidden=lambda: _flop_cases([
+        ("BERT-base: N = 512, D = 768, H = 12", (512, 768, 12), {}),
+        ("GPT-2 small: N = 1024, D = 768, H = 12", (1024, 768),
+         {"n_heads": 12}),
+        ("ViT-B/16: N = 197, D = 768, H = 12", (197, 768, 12), {}),
+        ("N = 1, D = 1", (1, 1), {}),
+        ("N = 7, D = 12, H = 3", (7, 12), {"n_heads": 3}),
+        ("N = 32768, D = 4096, H = 32", (32768, 4096, 32), {}),
+    ]),
+    misconceptions=(
+        _wrong("a multiply-add counted as 1 FLOP",
+               "by the convention of this chapter an (a x b) @ (b x c) "
+               "product costs 2abc FLOPs: each of the a*c outputs takes b "
+               "multiplications and b additions.", per_madd=1),
+        _wrong("additions counted as b - 1 per output",
+               "that is the exact count, but the convention here (and in "
+               "hardware FLOP rates) is 2abc: count b multiplications and "
+               "b additions per output.", exact=True),
+        _wrong("the output projection is left out of the total",
+               "the total is the sum of all four stages, output "
+               "projection Y W_o included.", output=False),
+        _wrong(*PER_HEAD, scores=_d_model_per_head),
+        _wrong(*PER_HEAD, scores=_d_model_per_head,
+               weighted=_d_model_per_head),
+        _wrong("the weighted sum counted as O(N D), as in the notes",
+               "each of the N output tokens sums N value vectors of D "
+               "numbers: (N, N) @ (N, d_head) per head, 2 N^2 D in all.",
+               weighted=lambda N, D, H: 2 * N * D),
+        _wrong("Q K^T counted as N D^2, as in the notes' label",
+               "Q K^T is (N, d_head) @ (d_head, N) per head: N^2 scores "
+               "of d_head terms each, 2 N^2 D in all.",
+               scores=lambda N, D, H: 2 * N * D * D),
+        _wrong("one projection counted instead of three",
+               "Q, K and V each need their own (N, D) @ (D, D) product.",
+               n_proj=1),
+    ),
+    forbidden_reference=(ref.attention_flops,),
+    shortcut_advice="Count the four matrix products yourself.",
+)
+
+
+# ---------------------------------------------------------- crossover
+
+
+CROSSOVER_LENGTH = Exercise(
+    name="crossover_length",
+    reference=ref.crossover_length,
+    visible=lambda: [Case("D = 64", (64,)), Case("D = 768", (768,))],
+    hidden=lambda: [Case(f"D = {D}", (D,))
+                    for D in (1, 7, 512, 4096, 12288)],
+    misconceptions=(
+        Misconception(
+            "the output projection is left out",
+            "the N D^2 terms are the Q, K, V projections AND the output "
+            "projection: 8 N D^2 against 4 N^2 D.",
+            lambda d_model: 1.5 * d_model),
+        Misconception(
+            "the constants are dropped (N D^2 = N^2 D)",
+            "big-O hides the constants, but the crossover depends on "
+            "them: compare 8 N D^2 with 4 N^2 D.",
+            lambda d_model: d_model),
+        Misconception(
+            "only Q K^T counted as an N^2 term",
+            "the weighted sum A V costs as much as Q K^T: both are "
+            "N^2 terms, 4 N^2 D together.",
+            lambda d_model: 4 * d_model),
+    ),
+    forbidden_reference=(ref.crossover_length,),
+    shortcut_advice="Solve 8 N D^2 = 4 N^2 D for N.",
+)
+
+
+# ------------------------------------------------------------- memory
+
+
+MEMORY_ADVICE = (
+    "multiply the number of weights, H N^2, by bytes_per_element (4 for "
+    "float32, 8 for float64, 2 for float16)."
+)
+
+ATTENTION_MEMORY_BYTES = Exercise(
+    name="attention_memory_bytes",
+    reference=ref.attention_memory_bytes,
+    visible=lambda: [
+        Case("N = 1024, one head, float32", (1024,)),
+        Case("BERT-base: N = 512, 12 heads", (512,), {"n_heads": 12}),
+        Case("float64: N = 100, 2 heads, 8 bytes per element", (100,),
+             {"n_heads": 2, "bytes_per_element": 8}),
+    ],
+    hidden=lambda: [
+        Case("N = 1", (1,)),
+        Case("N = 512, 12 heads, float64", (512, 12, 8)),
+        Case("float16: N = 4096, 32 heads", (4096, 32, 2)),
+        Case("N = 197, 12 heads, keywords", (197,),
+             {"bytes_per_element": 4, "n_heads": 12}),
+        Case("1 byte per element, 3 heads", (33, 3, 1)),
+        Case("N = 32768, 32 heads, float16", (32768,),
+             {"n_heads": 32, "bytes_per_element": 2}),
+    ],
+    misconceptions=(
+        Misconception("bytes per element ignored (4 assumed)", MEMORY_ADVICE,
+                      lambda N, n_heads=1, bytes_per_element=4:
+                          4 * n_heads * N**2),
+        Misconception("elements counted instead of bytes", MEMORY_ADVICE,
+                      lambda N, n_heads=1, bytes_per_element=4:
+                          n_heads * N**2),
+        Misconception("memory without the head factor",
+                      "every head has its own (N, N) matrix of weights: "
+                      "H N^2 numbers in all.",
+                      lambda N, n_heads=1, bytes_per_element=4:
+                          N**2 * bytes_per_element),
+    ),
+    forbidden_reference=(ref.attention_memory_bytes,),
+)
+
+
+# ---------------------------------------------------------- power law
+
+
+def _logs(xs, ys):
+    def log(values):
+        if isinstance(values, torch.Tensor):
+            values = values.detach().cpu().double().numpy()
+        return np.log(np.asarray(values, dtype=np.float64))
+
+    return log(xs), log(ys)
+
+
+def _fit_linear_space(xs, ys):
+    x, y = (np.exp(v) for v in _logs(xs, ys))
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
+
+
+def _fit_logs(xs, ys):
+    exponent, log_coefficient = np.polyfit(*_logs(xs, ys), 1)
+    return float(exponent), float(log_coefficient)
+
+
+def _fit_swapped(xs, ys):
+    exponent, log_coefficient = _fit_logs(xs, ys)
+    return float(np.exp(log_coefficient)), exponent
+
+
+def _fit_base(xs, ys, *, fit_base, back):
+    x, y = _logs(xs, ys)
+    exponent, intercept = np.polyfit(x / np.log(fit_base),
+                                     y / np.log(fit_base), 1)
+    return float(exponent), float(back ** intercept)
+
+
+def _fit_endpoints(xs, ys):
+    x, y = _logs(xs, ys)
+    first, last = np.argmin(x), np.argmax(x)
+    exponent = (y[last] - y[first]) / (x[last] - x[first])
+    return float(exponent), float(np.exp(y[first] - exponent * x[first]))
+
+
+def _fit_x_on_y(xs, ys):
+    x, y = _logs(xs, ys)
+    slope, intercept = np.polyfit(y, x, 1)  # log x = slope log y + b
+    return float(slope), float(np.exp(intercept))
+
+
+def _law(xs, exponent, coefficient, seed, noise=0.0):
+    """``coefficient * x ** exponent`` times seeded log-normal noise."""
+    x = np.asarray(xs, dtype=np.float64)
+    g = np.random.default_rng(seed)
+    return coefficient * x**exponent * np.exp(noise * g.standard_normal(
+        x.shape))
+
+
+LENGTHS = [128.0, 256.0, 512.0, 1024.0, 2048.0]
+FIT_TOL = 1e-4  # a fit done in float32 arithmetic is fine
+
+
+def _fit_case(label, xs, ys):
+    return Case(label, (xs, ys), atol=FIT_TOL)
+
+
+def _fit_visible():
+    xs = [1.0, 2.0, 4.0, 8.0, 16.0]
+    return [
+        _fit_case("y = 3 x^2 exactly, lists", xs,
+                  [3.0 * x**2 for x in xs]),
+        _fit_case("noisy peak memory (bytes) against N", LENGTHS,
+                  _law(LENGTHS, 2.0, 48.0, seed=1, noise=0.1).tolist()),
+    ]
+
+
+def _fit_hidden():
+    wide = np.geomspace(1.0, 1e6, 13)
+    shuffled = np.array([300.0, 20.0, 5000.0, 70.0, 1000.0, 9.0])
+    return [
+        _fit_case("float64 tensors, y ~ 0.5 x^1.5 with noise",
+                  torch.tensor(LENGTHS, dtype=F64),
+                  torch.from_numpy(_law(LENGTHS, 1.5, 0.5, seed=2,
+                                        noise=0.05))),
+        _fit_case("float32 tensors, y ~ 2 x^2.3 with noise",
+                  torch.tensor(LENGTHS),
+                  torch.from_numpy(_law(LENGTHS, 2.3, 2.0, seed=3,
+                                        noise=0.1)).float()),
+        _fit_case("numpy arrays, a falling law y = 5 x^-0.5", wide,
+                  _law(wide, -0.5, 5.0, seed=4)),
+        _fit_case("x not sorted, y ~ 0.2 x^2.7 with noise", shuffled,
+                  _law(shuffled, 2.7, 0.2, seed=5, noise=0.2)),
+        _fit_case("two points", [10.0, 1000.0], [7.0, 700_000.0]),
+        _fit_case("x from 1 to 1e6, y ~ 40 x^0.8 with noise",
+                  wide.tolist(), _law(wide, 0.8, 40.0, seed=6,
+                                      noise=0.3).tolist()),
+    ]
+
+
+WRONG_BASE = (
+    "the coefficient undone with the wrong log base",
+    "undo the log you fitted with: exp(b) after np.log, 10 ** b after "
+    "np.log10.",
+)
+
+FIT_POWER_LAW = Exercise(
+    name="fit_power_law",
+    reference=ref.fit_power_law,
+    visible=_fit_visible,
+    hidden=_fit_hidden,
+    outputs=("exponent", "coefficient"),
+    misconceptions=(
+        Misconception(
+            "a line fitted in linear space",
+            "a power law is a straight line only on log-log axes: fit "
+            "log y = p log x + log c, i.e. to np.log(xs) and np.log(ys).",
+            _fit_linear_space),
+        Misconception(
+            "exponent and coefficient swapped",
+            "return (exponent, coefficient): the slope first, then "
+            "exp(intercept).",
+            _fit_swapped),
+        Misconception(
+            "the coefficient returned as its log",
+            "the intercept of the log-log line is log c: return "
+            "exp(intercept).",
+            _fit_logs),
+        Misconception(*WRONG_BASE, lambda xs, ys: _fit_base(
+            xs, ys, fit_base=10.0, back=np.e)),
+        Misconception(*WRONG_BASE, lambda xs, ys: _fit_base(
+            xs, ys, fit_base=np.e, back=10.0)),
+        Misconception(
+            "only the first and last points used",
+            "fit all the points by least squares (np.polyfit(log x, "
+            "log y, 1)); two points make the fit hostage to their noise.",
+            _fit_endpoints),
+        Misconception(
+            "log x fitted against log y (axes swapped)",
+            "y is the response: fit log y as a function of log x.",
+            _fit_x_on_y),
+    ),
+    forbidden_reference=(ref.fit_power_law,),
+    shortcut_advice=("np.polyfit on the logs is fine; course_lib's "
+                     "fit_power_law is not."),
+)
+
+EXERCISES = (ATTENTION_FLOPS, CROSSOVER_LENGTH, ATTENTION_MEMORY_BYTES,
+             FIT_POWER_LAW)

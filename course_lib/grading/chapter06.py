@@ -1,0 +1,284 @@
+"""Checks of chapter 6: the sinusoidal encoding and the rotation that shifts
+it. ``PE`` is ``(n_positions, d_model)``, sines in the even dimensions and
+cosines in the odd ones; ``PE[pos + offset] = PE[pos] @ M`` (row vectors).
+Both exercises return float32 (the hidden cases use the default dtype)."""
+
+import torch
+
+from course_lib import positional as ref
+from course_lib.grading import _trusted as T
+from course_lib.grading.common import F64
+from course_lib.grading.engine import Case, Exercise, Misconception, as_array
+
+# --------------------------------------------------------- the variants
+
+
+def _angles(n, d, base, *, exponent="pair", start=0):
+    """``(n, d)`` angles ``pos * omega`` for every dimension ``j``, as one
+    misreading or another of the formula computes them (float64)."""
+    pos = torch.arange(start, start + n, dtype=F64)[:, None]
+    j = torch.arange(d, dtype=F64)
+    i = torch.div(j, 2, rounding_mode="floor")  # the pair index
+    power = {
+        "pair": 2 * i / d,  # the formula: 2i / d_model
+        "2j": 2 * j / d,  # the dimension index in place of i
+        "j": j / d,  # j / d_model: right for sines, wrong for cosines
+        "i": i / d,  # the factor 2 forgotten
+    }[exponent]
+    return pos * base ** -power, pos * base ** power
+
+
+def _encoding(n, d, base=10000.0, *, exponent="pair", start=0,
+              swap=False, halves=False, ignore_base=False, multiply=False):
+    base = 10000.0 if ignore_base else base
+    divided, multiplied = _angles(n, d, base, exponent=exponent, start=start)
+    angle = multiplied if multiply else divided
+    sin, cos = torch.sin(angle), torch.cos(angle)
+    if swap:
+        sin, cos = cos, sin
+    if halves:
+        # [sin of every frequency | cos of every frequency]
+        PE = torch.cat([sin[:, 0::2], cos[:, 0::2]], dim=-1)
+    else:
+        PE = torch.where(torch.arange(d) % 2 == 0, sin, cos)
+    return PE.float()
+
+
+def _variant(**options):
+    def fn(n_positions, d_model, base=10000.0):
+        return _encoding(n_positions, d_model, base, **options)
+    return fn
+
+
+# ------------------------------------------------------ properties
+
+
+def _pairs_on_circle(case, outputs):
+    PE = as_array(outputs[0], "your encoding")
+    if PE.ndim != 2 or PE.shape[-1] % 2:
+        return None
+    radius = PE[:, 0::2] ** 2 + PE[:, 1::2] ** 2
+    bad = abs(radius - 1.0) > 1e-3
+    if bad.any():
+        pos, i = (int(k[0]) for k in bad.nonzero())
+        return (
+            f"dimensions 2i and 2i+1 must be the sine and the cosine of "
+            f"one angle, so PE[pos, 2i]^2 + PE[pos, 2i+1]^2 = 1; yours "
+            f"gives {float(radius[pos, i]):.4g} at pos = {pos}, i = {i}."
+        )
+    return None
+
+
+def _position_zero(case, outputs):
+    PE = as_array(outputs[0], "your encoding")
+    if PE.ndim != 2 or PE.shape[0] < 1 or PE.shape[-1] % 2:
+        return None
+    row = PE[0]
+    if (abs(row[0::2]) > 1e-6).any() or (abs(row[1::2] - 1) > 1e-6).any():
+        shown = ", ".join(f"{float(v):.3g}" for v in row[:6])
+        return (
+            "position 0 has angle 0 in every pair, so its row is "
+            f"[sin 0, cos 0, ...] = [0, 1, 0, 1, ...]; yours starts "
+            f"[{shown}]."
+        )
+    return None
+
+
+# ---------------------------------------------------- the encoding
+
+
+def _encoding_visible():
+    return [
+        Case("the notes' 'I am a robot' table (n=4, d_model=4, base=100)",
+             (4, 4, 100.0)),
+        Case("10 positions, d_model = 8", (10, 8)),
+    ]
+
+
+def _encoding_hidden():
+    return [
+        Case("50 positions, d_model = 16", (50, 16)),
+        Case("base=100 as a keyword, d_model = 6", (7, 6),
+             {"base": 100.0}),
+        Case("one pair (d_model = 2)", (5, 2)),
+        Case("a single position", (1, 12)),
+        Case("64 positions, d_model = 64", (64, 64)),
+        Case("base = 2", (9, 10, 2.0)),
+        Case("d_model = 32, base = 1000", (20, 32, 1000.0)),
+    ]
+
+
+SINUSOIDAL_ENCODING = Exercise(
+    name="sinusoidal_encoding",
+    reference=ref.sinusoidal_encoding,
+    visible=_encoding_visible,
+    hidden=_encoding_hidden,
+    misconceptions=(
+        Misconception(
+            "sine and cosine halves concatenated instead of interleaved",
+            "the sines go to the even dimensions 0, 2, 4, ... and the "
+            "cosines to the odd ones, so each frequency owns the pair "
+            "(2i, 2i+1): fill PE[:, 0::2] and PE[:, 1::2], or stack "
+            "[sin, cos] on a last axis and flatten it.",
+            _variant(halves=True)),
+        Misconception(
+            "sine and cosine swapped",
+            "PE[pos, 2i] is the sine and PE[pos, 2i+1] the cosine: "
+            "position 0 is [0, 1, 0, 1, ...].",
+            _variant(swap=True)),
+        Misconception(
+            "exponent uses the dimension index instead of the pair index "
+            "(2j/d_model)",
+            "in 2i/d_model, i is the pair index: dimensions 2i and 2i+1 "
+            "share the frequency 1 / base^(2i/d_model). Use "
+            "torch.arange(0, d_model, 2) for 2i, not 2 * arange(d_model).",
+            _variant(exponent="2j")),
+        Misconception(
+            "exponent uses the dimension index instead of the pair index "
+            "(j/d_model)",
+            "the cosine in dimension 2i+1 uses the same frequency as the "
+            "sine in dimension 2i, 1 / base^(2i/d_model), not "
+            "1 / base^((2i+1)/d_model).",
+            _variant(exponent="j")),
+        Misconception(
+            "exponent i/d_model instead of 2i/d_model",
+            "the exponent is 2i/d_model with i = 0 .. d_model/2 - 1, so it "
+            "runs from 0 up to nearly 1.",
+            _variant(exponent="i")),
+        Misconception(
+            "the base is ignored (always 10000)",
+            "use the `base` argument in the frequencies, 1 / base^(2i / "
+            "d_model); the notes' table uses base = 100.",
+            _variant(ignore_base=True)),
+        Misconception(
+            "positions counted from 1",
+            "positions are 0 .. n_positions - 1: row 0 is position 0.",
+            _variant(start=1)),
+        Misconception(
+            "pos multiplied by base^(2i/d_model) instead of divided",
+            "the angle is pos / base^(2i/d_model): frequencies fall from 1 "
+            "down to about 1/base.",
+            _variant(multiply=True)),
+    ),
+    forbidden_reference=(ref.sinusoidal_encoding,),
+    shortcut_advice=("Write the frequencies, the angles pos * omega_i, "
+                     "and fill the sines and cosines."),
+    properties=(_pairs_on_circle, _position_zero),
+)
+
+
+# -------------------------------------------- the relative position matrix
+
+
+def _rotation(offset, d_model, base=10000.0, *, transpose=False,
+              exponent="pair", ignore_base=False, halves=False):
+    base = 10000.0 if ignore_base else base
+    omega, _ = _angles(1, d_model, base, exponent=exponent, start=1)
+    angle = omega[0, 0::2] * offset  # one angle per frequency
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    half = d_model // 2
+    first = torch.arange(0, d_model, 2)  # the dimension of each sine
+    second = first + 1  # ... and of its cosine
+    if halves:
+        first, second = torch.arange(half), torch.arange(half) + half
+    M = torch.zeros(d_model, d_model, dtype=F64)
+    sign = -1.0 if transpose else 1.0
+    M[first, first] = cos
+    M[first, second] = -sign * sin
+    M[second, first] = sign * sin
+    M[second, second] = cos
+    return M.float()
+
+
+def _rotation_variant(**options):
+    def fn(offset, d_model, base=10000.0):
+        return _rotation(offset, d_model, base, **options)
+    return fn
+
+
+def _shifts_the_encoding(case, outputs):
+    M = as_array(outputs[0], "your matrix")
+    offset, d_model = case.args[0], case.args[1]
+    base = case.kwargs.get("base", case.args[2] if T.len_(case.args) > 2
+                           else 10000.0)
+    if M.shape != (d_model, d_model):
+        return None
+    n = 24 + abs(offset)
+    PE = as_array(ref.sinusoidal_encoding(n, d_model, base, dtype=F64),
+                  "the encoding")
+    lo = max(0, -offset)
+    hi = n - max(0, offset)
+    moved = PE[lo:hi] @ M
+    error = T.np_abs(moved - PE[lo + offset:hi + offset]).max(axis=-1)
+    if (error > 1e-4).any():
+        pos = int((error > 1e-4).argmax()) + lo
+        return (
+            f"PE[pos] @ M should be PE[pos + offset] for every position "
+            f"(offset = {offset}), but at pos = {pos} it differs by "
+            f"{float(error[pos - lo]):.3g}."
+        )
+    return None
+
+
+def _relative_visible():
+    return [
+        Case("offset 1, d_model = 6, base = 50", (1, 6, 50.0)),
+        Case("offset 3, d_model = 8", (3, 8)),
+    ]
+
+
+def _relative_hidden():
+    return [
+        Case("offset 0 (the identity)", (0, 6)),
+        Case("a negative offset, -2", (-2, 8)),
+        Case("offset 5, d_model = 16, base=100 as a keyword", (5, 16),
+             {"base": 100.0}),
+        Case("one pair (d_model = 2)", (1, 2)),
+        Case("offset 17, d_model = 32", (17, 32)),
+        Case("offset -7, d_model = 12, base = 1000", (-7, 12, 1000.0)),
+    ]
+
+
+RELATIVE_POSITION_MATRIX = Exercise(
+    name="relative_position_matrix",
+    reference=ref.relative_position_matrix,
+    visible=_relative_visible,
+    hidden=_relative_hidden,
+    misconceptions=(
+        Misconception(
+            "the rotation is transposed (it shifts by -offset)",
+            "with row vectors, PE[pos] @ M, the block of frequency omega "
+            "is [[cos(omega k), -sin(omega k)], [sin(omega k), cos(omega "
+            "k)]]; its transpose is the column-vector form and moves the "
+            "encoding back by k. Check on one pair: [sin a, cos a] @ block "
+            "must give [sin(a + omega k), cos(a + omega k)].",
+            _rotation_variant(transpose=True)),
+        Misconception(
+            "exponent uses the dimension index instead of the pair index "
+            "(2j/d_model)",
+            "block i (dimensions 2i, 2i+1) rotates by omega_i k with "
+            "omega_i = 1 / base^(2i/d_model), i the pair index.",
+            _rotation_variant(exponent="2j")),
+        Misconception(
+            "exponent i/d_model instead of 2i/d_model",
+            "omega_i = 1 / base^(2i / d_model): keep the factor 2.",
+            _rotation_variant(exponent="i")),
+        Misconception(
+            "the base is ignored (always 10000)",
+            "use the `base` argument in the frequencies.",
+            _rotation_variant(ignore_base=True)),
+        Misconception(
+            "blocks pair dimension i with i + d_model/2 (concatenated "
+            "layout)",
+            "in the interleaved encoding a frequency's sine and cosine sit "
+            "in dimensions 2i and 2i+1, so each 2 x 2 block sits on the "
+            "diagonal at rows and columns 2i, 2i+1.",
+            _rotation_variant(halves=True)),
+    ),
+    forbidden_reference=(ref.relative_position_matrix,),
+    shortcut_advice=("Build the 2 x 2 rotation of each frequency and place "
+                     "it on the diagonal."),
+    properties=(_shifts_the_encoding,),
+)
+
+EXERCISES = (SINUSOIDAL_ENCODING, RELATIVE_POSITION_MATRIX)

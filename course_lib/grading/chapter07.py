@@ -1,0 +1,348 @@
+"""Checks of chapter 7: the Vision Transformer. Images are ``(B, C, H,
+W)``; ``patchify`` gives ``(B, N, p*p*C)`` (patches row-major, each
+flattened in (row, column, channel) order); ``PatchEmbedding`` gives
+``(B, N + 1, D)`` with the class token first; ``VisionTransformer`` gives
+logits ``(B, n_classes)`` and, on request, one ``(B, H, N + 1, N + 1)``
+tensor of attention weights per layer."""
+
+import torch
+
+from course_lib import vit as ref
+from course_lib.grading import _trusted as T
+from course_lib.grading.common import F32, F64, build, randn
+from course_lib.grading.engine import (
+    Case,
+    Exercise,
+    GradingError,
+    Misconception,
+)
+
+# ---------------------------------------------------------------- patchify
+
+
+def _split(order):
+    """A patchify that puts the axes of ``(B, C, H/p, p, W/p, p)`` in
+    ``order`` (``None``: a plain reshape)."""
+
+    def split(images, p):
+        B, C, H, W = images.shape
+        x = images
+        if order is not None:
+            x = x.reshape(B, C, H // p, p, W // p, p).permute(*order)
+        return x.reshape(B, (H // p) * (W // p), p * p * C)
+
+    return split
+
+
+PATCH_MISCONCEPTIONS = (
+    ("a plain reshape instead of a patch split",
+     "reshape keeps memory order, so each 'patch' is a run of consecutive "
+     "pixels of one row, not a p x p square: reshape to (B, C, H/p, p, "
+     "W/p, p), permute to (B, H/p, W/p, p, p, C), then flatten.",
+     _split(None)),
+    ("channels first inside a patch",
+     "flatten each patch in (row, column, channel) order, channels last: "
+     "the pixel (0, 0) of every channel comes first, then pixel (0, 1).",
+     _split((0, 2, 4, 1, 3, 5))),
+    ("patches in column-major order",
+     "number the patches row by row (left to right, then top to bottom): "
+     "the axis H/p comes before W/p.",
+     _split((0, 4, 2, 3, 5, 1))),
+    ("rows and columns swapped inside a patch",
+     "flatten each patch row by row: within a patch the row axis comes "
+     "before the column axis.",
+     _split((0, 2, 4, 5, 3, 1))),
+)
+
+
+PATCHIFY = Exercise(
+    name="patchify",
+    reference=ref.patchify,
+    visible=lambda: [
+        Case("the 4 x 4 image 0..15, p = 2",
+             (torch.arange(16.0).reshape(1, 1, 4, 4), 2)),
+        Case("a (2, 3, 4, 4) colour batch, p = 2",
+             (randn(2, 3, 4, 4, seed=701), 2)),
+    ],
+    hidden=lambda: [
+        Case("a (2, 3, 6, 6) batch in float64, p = 3",
+             (randn(2, 3, 6, 6, seed=702, dtype=F64), 3)),
+        Case("a non-square (2, 2, 4, 6) image, p = 2",
+             (randn(2, 2, 4, 6, seed=703), 2)),
+        Case("digits-sized (3, 1, 8, 8), p = 2",
+             (randn(3, 1, 8, 8, seed=704), 2)),
+        Case("p = 1 (every pixel a patch)", (randn(2, 3, 3, 2, seed=705), 1)),
+        Case("p = H = W (one patch)", (randn(2, 2, 4, 4, seed=706), 4)),
+        Case("a (1, 3, 8, 8) image, p = 4", (randn(1, 3, 8, 8, seed=707), 4)),
+    ],
+    misconceptions=tuple(Misconception(*m) for m in PATCH_MISCONCEPTIONS),
+    forbidden_reference=(ref.patchify,),
+    shortcut_advice="Write it with reshape and permute.",
+)
+
+# ------------------------------------------------ seeded, named parameters
+
+
+def _seed_parameters(module, seed, dtype):
+    """Seeded values for every parameter, so that no two are alike:
+    matrices ~ 1/sqrt(d_in), norm weights ~ 1, biases ~ 0.1, the class
+    token and position embeddings ~ 1."""
+    with torch.no_grad():
+        for i, (name, p) in enumerate(module.named_parameters()):
+            shape = T.tuple_(p.shape)
+            last = name.rsplit(".", 1)[-1]
+            scale = 0.1
+            if T.len_(shape) == 2:
+                scale = shape[1] ** -0.5
+            elif last in ("cls_token", "position_embedding"):
+                scale = 1.0
+            value = randn(*shape, seed=seed + i, dtype=dtype, scale=scale)
+            owner = name.rsplit(".", 2)[-2] if "." in name else ""
+            if last == "weight" and owner.startswith("norm"):
+                value = 1 + value
+            p.copy_(value)
+
+
+def _names_and_shapes(module):
+    return {name: T.tuple_(p.shape) for name, p in module.named_parameters()}
+
+
+def _shared_parameters(student_cls, case, reference_cls, what, advice,
+                       seed):
+    """The student's module and the reference, built with ``case.init``,
+    given the same seeded parameters matched by name."""
+    student, reference = build(student_cls, case, [], reference_cls, what)
+    _seed_parameters(reference, seed, T.tensor_dtype(case.args[0]))
+    want, got = _names_and_shapes(reference), _names_and_shapes(student)
+    if got != want:
+        missing = [n for n in want if n not in got]
+        extra = [n for n in got if n not in want]
+        shapes = [f"{n} {got[n]} instead of {want[n]}" for n in want
+                  if n in got and got[n] != want[n]]
+        hint = ""
+        if what == "VisionTransformer" and set(missing) == {
+                "encoder.norm.weight", "encoder.norm.bias"} and not extra:
+            hint = ("Likely mistake: post-LN layers instead of pre-LN. "
+                    "The ViT's layers are pre-LN with a final layer norm: "
+                    "ref_layers.TransformerEncoder(..., norm_first=True).")
+        raise GradingError("\n".join(filter(None, [
+            f"{what}'s parameters must have the reference's names and "
+            "shapes, so that the grader can give your module and the "
+            "reference the same weights.",
+            "Missing: " + ", ".join(missing) if missing else "",
+            "Not expected: " + ", ".join(extra) if extra else "",
+            "Wrong shapes: " + ", ".join(shapes) if shapes else "",
+            hint or advice,
+            "Expected: " + ", ".join(f"{n} {s}" for n, s in want.items())
+            + ".",
+        ])))
+    student.load_state_dict(reference.state_dict(), strict=False)
+    return student, reference
+
+
+# --------------------------------------------------------- patch embedding
+
+
+def _embed_with(module, images, *, split=ref.patchify, cls_last=False,
+                no_position=False, cls_unpositioned=False):
+    """A patch embedding with one thing changed."""
+    B = images.shape[0]
+    tokens = module.projection(split(images, module.patch_size))
+    cls = module.cls_token.expand(B, -1, -1)
+    E = module.position_embedding
+    if cls_unpositioned:
+        return torch.cat([cls, tokens + E[:, 1:]], dim=1)
+    Z = torch.cat([tokens, cls] if cls_last else [cls, tokens], dim=1)
+    return Z if no_position else Z + E
+
+
+def _wrong_embedding(name, advice, **options):
+    return Misconception(
+        name, advice, lambda m, images: _embed_with(m, images, **options))
+
+
+def _prepare_embedding(student_cls, case, exercise):
+    student, reference = _shared_parameters(
+        student_cls, case, ref.PatchEmbedding, "PatchEmbedding",
+        "Use projection = nn.Linear(p*p*C, d_model), cls_token = "
+        "nn.Parameter of shape (1, 1, d_model), position_embedding = "
+        "nn.Parameter of shape (1, N + 1, d_model), and no other "
+        "parameters.", seed=720)
+    wrong = [lambda *a, f=m.fn: f(reference, *a)
+             for m in exercise.misconceptions]
+    return student, reference, wrong
+
+
+def _image_cases(specs, seed, keys):
+    """One case per ``(label, init values, batch, dtype)``; ``init`` is
+    ``dict(zip(keys, values))``, the images are seeded."""
+    cases = []
+    for i, (label, values, batch, dtype) in enumerate(specs):
+        init = dict(zip(keys, values, strict=True))
+        size = init["image_size"]
+        images = randn(batch, init["in_channels"], size, size,
+                       seed=seed + i, dtype=dtype)
+        cases.append(Case(label, (images,), init=init))
+    return cases
+
+
+EMBEDDING_KEYS = ("image_size", "patch_size", "in_channels", "d_model")
+VIT_KEYS = ("image_size", "patch_size", "in_channels", "n_classes",
+            "d_model", "depth", "n_heads", "d_ff")
+
+
+PATCH_EMBEDDING = Exercise(
+    name="PatchEmbedding",
+    reference=None,
+    prepare=_prepare_embedding,
+    visible=lambda: _image_cases([
+        ("4 x 4 images, p = 2, d_model = 8", (4, 2, 1, 8), 2, F32),
+        ("colour 4 x 4 images, p = 2", (4, 2, 3, 6), 2, F32),
+    ], seed=730, keys=EMBEDDING_KEYS),
+    hidden=lambda: _image_cases([
+        ("8 x 8 digits-sized images in float64", (8, 2, 1, 16), 3, F64),
+        ("p = 1 (every pixel a patch)", (3, 1, 2, 5), 2, F32),
+        ("one patch per image (p = image_size)", (4, 4, 3, 8), 2, F32),
+        ("colour 8 x 8 images, p = 4, in float64", (8, 4, 3, 12), 2, F64),
+        ("a batch of one", (6, 3, 2, 7), 1, F32),
+    ], seed=740, keys=EMBEDDING_KEYS),
+    misconceptions=(
+        _wrong_embedding(
+            "the class token last",
+            "prepend the class token: torch.cat([cls, tokens], dim=1), so "
+            "that it is token 0, where the head will read it.",
+            cls_last=True),
+        _wrong_embedding(
+            "no position embedding",
+            "add position_embedding (1, N + 1, d_model) to all N + 1 "
+            "tokens after the class token is prepended; without it the "
+            "encoder cannot tell where a patch came from.",
+            no_position=True),
+        _wrong_embedding(
+            "the class token gets no position embedding",
+            "prepend the class token first, then add the whole "
+            "position_embedding: row 0 belongs to the class token.",
+            cls_unpositioned=True),
+        *(_wrong_embedding(name, advice, split=fn)
+          for name, advice, fn in PATCH_MISCONCEPTIONS),
+    ),
+    forbidden_reference=(ref.PatchEmbedding,),
+    shortcut_advice=("Cut the patches (your patchify or ref.patchify), "
+                     "project them, prepend the class token and add the "
+                     "position embedding."),
+)
+
+# ------------------------------------------------------ vision transformer
+
+
+def _vit_with(module, images, *, read="class", final_norm=True,
+              post_ln=False, softmax=False):
+    """A ViT with one thing changed; returns logits and weights."""
+    Z = module.patch_embedding(images)
+    weights = []
+    for layer in module.encoder.layers:
+        if post_ln:
+            attended, A = layer.attention(Z)
+            Z = layer.norm1(Z + attended)
+            Z = layer.norm2(Z + layer.feed_forward(Z))
+        else:
+            Z, A = layer(Z, return_attention=True)
+        weights.append(A)
+    if final_norm:
+        Z = module.encoder.norm(Z)
+    pooled = {"class": Z[:, 0], "last": Z[:, -1], "mean": Z.mean(dim=1)}[read]
+    logits = module.head(pooled)
+    if softmax:
+        logits = logits.softmax(dim=-1)
+    return logits, {f"layer {i + 1}": A for i, A in enumerate(weights)}
+
+
+def _wrong_vit(name, advice, **options):
+    return Misconception(
+        name, advice, lambda m, images: _vit_with(m, images, **options))
+
+
+def _logits_and_weights(module):
+    """Call ``module`` as the chapter does: plain, then asking for the
+    attention weights; return ``(logits, {"layer l": A_l})``."""
+
+    def fn(images):
+        logits = module(images)
+        both = module(images, return_attention=True)
+        ok = T.isinstance_(both, T.tuple_) and T.len_(both) == 2
+        if not (ok and T.isinstance_(both[1], list | T.tuple_)):
+            got = (f"a tuple whose weights are a {T.type_(both[1]).__name__}"
+                   if ok else f"a {T.type_(both).__name__}")
+            raise GradingError(
+                "VisionTransformer(images, return_attention=True) should "
+                "return a tuple (logits, weights), weights being a list of "
+                f"one (B, H, N + 1, N + 1) tensor per layer; got {got}."
+            )
+        return logits, {f"layer {i + 1}": A for i, A in enumerate(both[1])}
+
+    return fn
+
+
+def _prepare_vit(student_cls, case, exercise):
+    student, reference = _shared_parameters(
+        student_cls, case, ref.VisionTransformer, "VisionTransformer",
+        "Use patch_embedding = ref.PatchEmbedding(...) (or yours), "
+        "encoder = ref_layers.TransformerEncoder(n_layers=depth, ..., "
+        "norm_first=True), head = nn.Linear(d_model, n_classes), and no "
+        "other parameters.", seed=760)
+    wrong = [lambda *a, f=m.fn: f(reference, *a)
+             for m in exercise.misconceptions]
+    return (_logits_and_weights(student), _logits_and_weights(reference),
+            wrong)
+
+
+VISION_TRANSFORMER = Exercise(
+    name="VisionTransformer",
+    reference=None,
+    prepare=_prepare_vit,
+    visible=lambda: _image_cases([
+        ("8 x 8 digits, p = 2, depth 2", (8, 2, 1, 10, 16, 2, 4, 32), 3,
+         F32),
+        ("colour 4 x 4 images, one layer", (4, 2, 3, 5, 8, 1, 2, 16), 2,
+         F32),
+    ], seed=770, keys=VIT_KEYS),
+    hidden=lambda: _image_cases([
+        ("depth 3 in float64", (8, 4, 1, 10, 12, 3, 3, 24), 2, F64),
+        ("one patch per image", (4, 4, 2, 3, 8, 2, 2, 8), 3, F32),
+        ("p = 1, two classes", (3, 1, 1, 2, 8, 1, 4, 16), 2, F32),
+        ("a batch of one in float64", (6, 2, 3, 4, 6, 2, 1, 12), 1, F64),
+    ], seed=780, keys=VIT_KEYS),
+    outputs=("output", "attention weights"),
+    misconceptions=(
+        _wrong_vit(
+            "the head reads the last token instead of the class token",
+            "classify from the class token, token 0: head(Z[:, 0]).",
+            read="last"),
+        _wrong_vit(
+            "the head reads the mean of the tokens",
+            "the ViT classifies from the class token alone, head(Z[:, 0]), "
+            "not from an average over the tokens.",
+            read="mean"),
+        _wrong_vit(
+            "no final layer norm",
+            "a pre-LN stack ends with a layer norm (encoder.norm) before "
+            "the head; call the whole encoder, not only its layers.",
+            final_norm=False),
+        _wrong_vit(
+            "post-LN layers instead of pre-LN",
+            "the ViT normalises the input of each sublayer: X + MHA(LN(X)), "
+            "then Z + FFN(LN(Z)) (norm_first=True).",
+            post_ln=True),
+        _wrong_vit(
+            "softmax applied to the logits",
+            "return the raw scores head(z_0); cross-entropy applies the "
+            "softmax itself.",
+            softmax=True),
+    ),
+    forbidden_torch=frozenset({"multi_head_attention_forward"}),
+    forbidden_reference=(ref.VisionTransformer,),
+    shortcut_advice=("Assemble it from a patch embedding, "
+                     "ref_layers.TransformerEncoder and a linear head."),
+)
+
+EXERCISES = (PATCHIFY, PATCH_EMBEDDING, VISION_TRANSFORMER)

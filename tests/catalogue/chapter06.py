@@ -1,0 +1,199 @@
+"""Catalogue of chapter 6 (see ``tests/catalogue/__init__.py``)."""
+
+CHAPTER_OF = {
+    "sinusoidal_encoding": "06_positional_encoding",
+    "relative_position_matrix": "06_positional_encoding",
+}
+
+# ------------------------------------------------------------ correct
+
+CORRECT = {
+    "sinusoidal_encoding": [
+        ("Python loops over positions and pairs", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    rows = []
+    for pos in range(n_positions):
+        row = []
+        for i in range(d_model // 2):
+            angle = pos / base ** (2 * i / d_model)
+            row += [math.sin(angle), math.cos(angle)]
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float32).reshape(
+        n_positions, d_model)
+'''),
+        ("exp-log frequencies in float32, stacked and flattened", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float32).unsqueeze(1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    omega = torch.exp(two_i * (-math.log(base) / d_model))
+    angle = pos * omega
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+'''),
+        ("complex exponentials (torch.polar), real and imaginary parts", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angle = torch.outer(pos, base ** (-2 * i / d_model))
+    z = torch.polar(torch.ones_like(angle), angle)  # cos + i sin
+    pairs = torch.view_as_real(z).flip(-1)  # (..., [sin, cos])
+    return pairs.reshape(n_positions, d_model).float()
+'''),
+    ],
+    "relative_position_matrix": [
+        ("torch.block_diag of 2 x 2 rotations", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    blocks = []
+    for i in range(d_model // 2):
+        a = offset / base ** (2 * i / d_model)
+        blocks.append(torch.tensor([[math.cos(a), -math.sin(a)],
+                                    [math.sin(a), math.cos(a)]]))
+    return torch.block_diag(*blocks).float()
+'''),
+        ("kron of the identity, masks and float64 inside", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    half = d_model // 2
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = offset * torch.exp(-two_i / d_model * math.log(base))
+    cos = torch.kron(torch.diag(torch.cos(angle)), torch.eye(2,
+                     dtype=torch.float64))
+    sin = torch.kron(torch.diag(torch.sin(angle)),
+                     torch.tensor([[0.0, -1.0], [1.0, 0.0]],
+                                  dtype=torch.float64))
+    assert cos.shape == (2 * half, 2 * half)
+    return (cos + sin).to(torch.float32)
+'''),
+    ],
+}
+
+# --------------------------------------------------------- misconceptions
+
+WRONG = {
+    "sinusoidal_encoding": [
+        ("sine and cosine halves concatenated instead of interleaved", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    omega = base ** (-torch.arange(0, d_model, 2) / d_model)
+    angle = pos * omega
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
+'''),
+        ("sine and cosine swapped", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    omega = base ** (-torch.arange(0, d_model, 2) / d_model)
+    PE = torch.zeros(n_positions, d_model)
+    PE[:, 0::2] = torch.cos(pos * omega)
+    PE[:, 1::2] = torch.sin(pos * omega)
+    return PE
+'''),
+        ("exponent uses the dimension index instead of the pair index", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    PE = torch.zeros(n_positions, d_model)
+    for pos in range(n_positions):
+        for j in range(d_model):
+            angle = pos / base ** (2 * j / d_model)
+            PE[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return PE
+'''),
+        ("exponent uses the dimension index instead of the pair index", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    div = base ** (torch.arange(d_model, dtype=torch.float32) / d_model)
+    PE = torch.zeros(n_positions, d_model)
+    PE[:, 0::2] = torch.sin(pos / div[0::2])
+    PE[:, 1::2] = torch.cos(pos / div[1::2])
+    return PE
+'''),
+        ("the base is ignored (always 10000)", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, d_model, 2) / d_model)
+    PE = torch.zeros(n_positions, d_model)
+    PE[:, 0::2] = torch.sin(pos * omega)
+    PE[:, 1::2] = torch.cos(pos * omega)
+    return PE
+'''),
+        ("positions counted from 1", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(1, n_positions + 1, dtype=torch.float32)[:, None]
+    omega = base ** (-torch.arange(0, d_model, 2) / d_model)
+    PE = torch.zeros(n_positions, d_model)
+    PE[:, 0::2] = torch.sin(pos * omega)
+    PE[:, 1::2] = torch.cos(pos * omega)
+    return PE
+'''),
+        ("exponent i/d_model instead of 2i/d_model", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    omega = base ** (-torch.arange(d_model // 2) / d_model)
+    PE = torch.zeros(n_positions, d_model)
+    PE[:, 0::2] = torch.sin(pos * omega)
+    PE[:, 1::2] = torch.cos(pos * omega)
+    return PE
+'''),
+    ],
+    "relative_position_matrix": [
+        ("the rotation is transposed", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        a = offset / base ** (2 * i / d_model)
+        M[2 * i, 2 * i] = math.cos(a)
+        M[2 * i, 2 * i + 1] = math.sin(a)
+        M[2 * i + 1, 2 * i] = -math.sin(a)
+        M[2 * i + 1, 2 * i + 1] = math.cos(a)
+    return M
+'''),
+        ("the base is ignored (always 10000)", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        a = offset / 10000.0 ** (2 * i / d_model)
+        M[2 * i, 2 * i] = math.cos(a)
+        M[2 * i, 2 * i + 1] = -math.sin(a)
+        M[2 * i + 1, 2 * i] = math.sin(a)
+        M[2 * i + 1, 2 * i + 1] = math.cos(a)
+    return M
+'''),
+        ("exponent uses the dimension index instead of the pair index", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    M = torch.zeros(d_model, d_model)
+    for j in range(0, d_model, 2):
+        a = offset / base ** (2 * j / d_model)
+        M[j, j] = math.cos(a)
+        M[j, j + 1] = -math.sin(a)
+        M[j + 1, j] = math.sin(a)
+        M[j + 1, j + 1] = math.cos(a)
+    return M
+'''),
+        ("blocks pair dimension i with i + d_model/2", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    half = d_model // 2
+    M = torch.zeros(d_model, d_model)
+    for i in range(half):
+        a = offset / base ** (2 * i / d_model)
+        M[i, i] = math.cos(a)
+        M[i, i + half] = -math.sin(a)
+        M[i + half, i] = math.sin(a)
+        M[i + half, i + half] = math.cos(a)
+    return M
+'''),
+    ],
+}
+
+# -------------------------------------------------------------- cheats
+# (label, exercise, source, what the message must say)
+
+CHEATS = [
+    ("course_lib's sinusoidal_encoding under an alias",
+     "sinusoidal_encoding", '''
+from course_lib.positional import sinusoidal_encoding as _reference
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    return _reference(n_positions, d_model, base)
+''', "course_lib's sinusoidal_encoding"),
+    ("course_lib's relative_position_matrix through its module",
+     "relative_position_matrix", '''
+import course_lib.positional as _positional
+def relative_position_matrix(offset, d_model, base=10000.0):
+    return _positional.relative_position_matrix(offset, d_model, base)
+''', "course_lib's relative_position_matrix"),
+]
