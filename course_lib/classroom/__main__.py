@@ -1,0 +1,64 @@
+"""``python -m course_lib.classroom``: grade the class (see the README)."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from course_lib.classroom.grade import DEFAULT_REGEX, Options, grade_class
+from course_lib.classroom.grade import summary as summary_text
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m course_lib.classroom",
+        description="Autograde every submission in submitted/ with "
+                    "nbgrader, in parallel; write the gradebook, "
+                    "grades.csv and feedback/.")
+    parser.add_argument("assignments", nargs="*",
+                        help="assignments to grade (default: all)")
+    parser.add_argument("--course", type=Path, default=Path("."),
+                        help="the course folder (default: .)")
+    parser.add_argument("--jobs", "-j", type=int, default=0,
+                        help="parallel workers (default: the CPUs)")
+    parser.add_argument("--force", action="store_true",
+                        help="regrade unchanged submissions too")
+    parser.add_argument("--db", help="gradebook SQLAlchemy URL (default: "
+                        "the course's, sqlite:///gradebook.db)")
+    parser.add_argument("--timeout", type=int, default=60,
+                        help="seconds per cell (default: 60)")
+    parser.add_argument("--memory-mb", type=int, default=3072,
+                        help="address space of a kernel (default: 3072)")
+    parser.add_argument("--submission-timeout", type=int, default=900,
+                        help="seconds for one submission (default: 900)")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="no mount namespace for the kernels")
+    parser.add_argument("--collect", type=Path,
+                        help="LMS downloads: FOLDER/<assignment>/archive/ "
+                        "(nbgrader zip_collect)")
+    parser.add_argument("--collect-regex", default=DEFAULT_REGEX,
+                        help="file name pattern with student_id, file_id")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    options = Options(
+        root=args.course, assignments=tuple(args.assignments),
+        jobs=args.jobs, force=args.force, db_url=args.db,
+        timeout=args.timeout, memory_mb=args.memory_mb,
+        submission_timeout=args.submission_timeout,
+        isolate=not args.no_isolation, collect=args.collect,
+        collect_regex=args.collect_regex, progress=not args.no_progress)
+    try:
+        outcomes = grade_class(options)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(summary_text(outcomes))
+    print(f"grades: {(args.course / 'grades.csv').resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

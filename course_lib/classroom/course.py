@@ -1,0 +1,187 @@
+"""The course folder: its nbgrader settings, the submissions waiting in
+``submitted/<student>/<assignment>/`` and, per assignment, a template (a
+scratch course with a gradebook made by ``nbgrader generate_assignment``)
+that each worker copies to grade one student."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config.loader import PyFileConfigLoader
+
+CONFIG = "nbgrader_config.py"
+STATE = "grading_state.json"
+
+
+@dataclass
+class Course:
+    root: Path
+    db_url: str
+    source: str
+    release: str
+    submitted: str
+    autograded: str
+    feedback: str
+
+    def path(self, folder, *parts):
+        return self.root / getattr(self, folder) / Path(*parts)
+
+
+@dataclass
+class Template:
+    assignment: str
+    course: Path  # scratch course root (config, source files, release)
+    db: Path  # its SQLite gradebook, copied by each worker
+    notebooks: dict  # notebook name (no suffix) -> released NotebookNode
+    source_hash: str
+
+
+def load_course(root, *, db_url=None):
+    """Read ``nbgrader_config.py`` of the course at ``root``."""
+    root = Path(root).resolve()
+    if not (root / CONFIG).is_file():
+        raise ValueError(f"expected a course folder with {CONFIG}, got "
+                         f"{root}")
+    config = PyFileConfigLoader(CONFIG, path=str(root)).load_config()
+    coursedir = CourseDirectory(config=config, root=str(root))
+    url = db_url or coursedir.db_url
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/"):
+        url = prefix + str(root / url[len(prefix):])
+    return Course(root, url, coursedir.source_directory,
+                  coursedir.release_directory,
+                  coursedir.submitted_directory,
+                  coursedir.autograded_directory,
+                  coursedir.feedback_directory)
+
+
+def assignments(course):
+    """Every assignment of the source folder (a folder with notebooks)."""
+    folder = course.root / course.source
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir()
+                  if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def submissions(course, assignment_ids):
+    """``[(assignment, student, folder)]`` in ``submitted/``, sorted."""
+    found = []
+    top = course.root / course.submitted
+    if not top.is_dir():
+        return found
+    for student in sorted(p for p in top.iterdir() if p.is_dir()):
+        for assignment in assignment_ids:
+            folder = student / assignment
+            if folder.is_dir():
+                found.append((assignment, student.name, folder))
+    return found
+
+
+def hash_folder(folder, *extra):
+    """SHA-256 of a folder's file names and bytes (and ``extra`` text)."""
+    digest = hashlib.sha256()
+    for text in extra:
+        digest.update(str(text).encode())
+    folder = Path(folder)
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+            digest.update(str(path.relative_to(folder)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def nbgrader(args, *, cwd):
+    """Run the venv's ``nbgrader`` CLI; raise with its stderr on failure."""
+    binary = Path(sys.executable).with_name("nbgrader")
+    env = dict(os.environ)
+    env["PATH"] = f"{binary.parent}:{env.get('PATH', '')}"
+    result = subprocess.run([str(binary), *args, "--log-level=ERROR"],
+                            cwd=cwd, env=env, capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n"
+                           f"{result.stderr[-3000:]}")
+    return result
+
+
+def make_template(course, assignment, scratch, *, settings=""):
+    """Release ``assignment`` into a scratch course with its own gradebook.
+
+    Workers copy this gradebook; the instructor's solutions stay out of
+    the workers' courses (only the source folder's other files are
+    copied there, as ``nbgrader autograde`` does).
+    """
+    import nbformat
+
+    source = course.root / course.source / assignment
+    if not source.is_dir():
+        raise ValueError(f"expected assignment folder {source}")
+    home = Path(scratch) / "templates" / assignment
+    root = home / "course"
+    shutil.copytree(source, root / course.source / assignment)
+    shutil.copy(course.root / CONFIG, root / CONFIG)
+    db = home / "gradebook.db"
+    nbgrader(["generate_assignment", assignment, "--force",
+              f"--CourseDirectory.db_url=sqlite:///{db}"], cwd=root)
+    released = root / course.release / assignment
+    notebooks = {p.stem: nbformat.read(p, as_version=4)
+                 for p in sorted(released.glob("*.ipynb"))}
+    for path in (root / course.source / assignment).rglob("*.ipynb"):
+        path.unlink()  # workers never see the solutions
+    digest = hash_folder(source, (course.root / CONFIG).read_text(),
+                         settings)
+    return Template(assignment, root, db, notebooks, digest)
+
+
+def register(course, template):
+    """Record the assignment in the real gradebook (``generate_assignment``
+    against ``course.db_url``, in the template's scratch course)."""
+    scratch = template.course.parent / "register"
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    source = course.root / course.source / template.assignment
+    shutil.copytree(source, scratch / course.source / template.assignment)
+    shutil.copy(course.root / CONFIG, scratch / CONFIG)
+    nbgrader(["generate_assignment", template.assignment, "--force",
+              f"--CourseDirectory.db_url={course.db_url}"], cwd=scratch)
+    shutil.rmtree(scratch)
+
+
+def load_state(course):
+    """What was graded before, for this gradebook: ``{key: entry}``."""
+    path = course.root / STATE
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"assignments": {}, "submissions": {}}
+    return state.get(_db_key(course), {"assignments": {},
+                                       "submissions": {}})
+
+
+def save_state(course, state):
+    path = course.root / STATE
+    try:
+        everything = json.loads(path.read_text())
+    except (OSError, ValueError):
+        everything = {}
+    everything[_db_key(course)] = state
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(everything, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def _db_key(course):
+    """The gradebook URL without a password."""
+    url = course.db_url
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        credentials, host = rest.rsplit("@", 1)
+        url = f"{scheme}://{credentials.split(':', 1)[0]}@{host}"
+    return url

@@ -1,0 +1,81 @@
+"""Feedback for one student and assignment, from the checks' messages.
+
+Unlike ``nbgrader generate_feedback``, it shows no test cell's source, so
+hidden tests stay hidden: each graded cell, its points, and for a failure
+the message of the check (what broke, the likely mistake), plus what was
+wrong with the submission itself.
+"""
+
+import html
+import re
+
+STYLE = """body{font-family:sans-serif;max-width:52em;margin:2em auto;
+line-height:1.45}table{border-collapse:collapse;width:100%}
+td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;text-align:left}
+.ok{color:#17663a}.bad{color:#a31515}pre{white-space:pre-wrap;margin:0}"""
+HIDDEN_CALL = re.compile(r"check\((['\"])(\w+)\1,\s*\w+,\s*hidden=True\)")
+
+
+def _clean(message):
+    """A check's message with any hidden test call named, not quoted."""
+    return HIDDEN_CALL.sub(r"the hidden tests of \2", message)
+
+
+def rows(released, result, name):
+    """``[(grade_id, kind, score, points, lines)]`` in notebook order."""
+    found = result["notebooks"].get(name, {})
+    scores = found.get("grades", {})
+    messages = result.get("messages", {}).get(name, {})
+    passed = result.get("passed", {}).get(name, {})
+    failed = result["status"] != "graded"
+    table = []
+    for cell in released.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade"):
+            continue
+        grade_id = meta["grade_id"]
+        points = float(meta.get("points", 0))
+        kind = "test" if cell.cell_type == "code" else "written"
+        score = scores.get(grade_id, [None])[0]
+        if kind == "test" and (failed or score is None):
+            score = 0.0
+        if kind == "written":
+            lines = ["graded by hand"]
+        elif messages.get(grade_id):
+            lines = [_clean(m) for m in messages[grade_id]]
+        elif failed:
+            lines = ["not graded: see the notes about your submission"]
+        else:
+            lines = [_clean(p) for p in passed.get(grade_id, [])] or [
+                "passed"]
+        table.append((grade_id, kind, score, points, lines))
+    return table
+
+
+def render(*, assignment, student, notebooks, result):
+    """The feedback page; ``notebooks`` is ``{name: released notebook}``."""
+    esc = html.escape
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{esc(assignment)}"
+             f" feedback</title><style>{STYLE}</style>",
+             f"<h1>{esc(assignment)}: feedback for {esc(student)}</h1>"]
+    if result.get("reasons"):
+        parts.append("<h2>About your submission</h2><ul>")
+        parts += [f"<li>{esc(r)}</li>" for r in result["reasons"]]
+        parts.append("</ul>")
+    for name, released in notebooks.items():
+        table = rows(released, result, name)
+        auto = [r for r in table if r[1] == "test"]
+        got = sum(r[2] or 0 for r in auto)
+        out_of = sum(r[3] for r in auto)
+        parts.append(f"<h2>{esc(name)}.ipynb: {got:g} / {out_of:g} "
+                     "autograded points</h2><table><tr><th>cell</th>"
+                     "<th>score</th><th>what the grader says</th></tr>")
+        for grade_id, kind, score, points, lines in table:
+            mark = "&ndash;" if score is None else f"{score:g}"
+            good = kind == "written" or (score or 0) >= points
+            text = "".join(f"<pre>{esc(line)}</pre>" for line in lines)
+            parts.append(f"<tr><td>{esc(grade_id)}</td><td class="
+                         f"'{'ok' if good else 'bad'}'>{mark} / "
+                         f"{points:g}</td><td>{text}</td></tr>")
+        parts.append("</table>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,368 @@
+"""The batch: templates, workers in parallel, one writer, the summary.
+
+Each worker process grades one submission at a time in a scratch course
+of its own; this process alone writes the results into the gradebook,
+the autograded notebooks and the feedback, in the order they arrive, and
+remembers what it graded (``grading_state.json``) so that a re-run grades
+only what is new or changed.
+"""
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course_lib.classroom import course as C
+from course_lib.classroom import feedback, record
+
+DEFAULT_REGEX = r"^(?P<student_id>[^_]+)_(?P<file_id>.+\.ipynb)$"
+
+
+@dataclass
+class Options:
+    root: Path = Path(".")
+    assignments: tuple = ()
+    jobs: int = 0  # 0: the number of CPUs
+    force: bool = False
+    db_url: str | None = None
+    timeout: int = 60  # seconds per cell
+    memory_mb: int = 3072  # address space of a student's kernel
+    submission_timeout: int = 900  # seconds for one whole submission
+    isolate: bool = True
+    collect: Path | None = None  # a folder of LMS downloads
+    collect_regex: str = DEFAULT_REGEX
+    progress: bool = True
+
+
+@dataclass
+class Outcome:
+    assignment: str
+    student: str
+    status: str  # graded, failed (graded 0 where it broke), unchanged
+    score: float
+    max_score: float
+    reasons: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def grade_class(options):
+    """Grade every submission of the chosen assignments; return the
+    outcomes, sorted by assignment and student."""
+    if options.jobs < 0 or options.timeout <= 0 or options.memory_mb < 0:
+        raise ValueError("expected jobs >= 0, timeout > 0, memory_mb >= 0")
+    # nbgrader runs its helpers (alembic) by name: the venv's come first.
+    binaries = str(Path(sys.executable).parent)
+    if binaries not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = binaries + os.pathsep + os.environ["PATH"]
+    course = C.load_course(options.root, db_url=options.db_url)
+    known = C.assignments(course)
+    names = list(options.assignments) or known
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown assignments {unknown}; expected some "
+                         f"of {known}")
+    if options.collect:
+        collect(course, names, Path(options.collect), options.collect_regex)
+    state = C.load_state(course)
+    found = C.submissions(course, names)
+    settings = f"{options.timeout}/{options.memory_mb}/{options.isolate}"
+    scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
+    try:
+        templates = _templates(course, sorted({a for a, _, _ in found}),
+                               scratch, state, settings)
+        return _grade(course, options, state, found, templates, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _templates(course, names, scratch, state, settings):
+    from nbgrader.api import Gradebook, MissingEntry
+
+    templates = {}
+    for name in names:
+        template = C.make_template(course, name, scratch,
+                                   settings=settings)
+        with Gradebook(course.db_url) as gradebook:
+            try:
+                gradebook.find_assignment(name)
+                present = True
+            except MissingEntry:
+                present = False
+        if not present or state["assignments"].get(name) != \
+                template.source_hash:
+            C.register(course, template)
+            state["assignments"][name] = template.source_hash
+        record.copy_duedate(course.db_url, template.db, name)
+        templates[name] = template
+    return templates
+
+
+def _grade(course, options, state, found, templates, scratch):
+    from nbgrader.api import Gradebook
+
+    outcomes, tasks = [], []
+    with Gradebook(course.db_url) as gradebook:
+        for index, (assignment, student, folder) in enumerate(found):
+            key = f"{assignment}/{student}"
+            digest = C.hash_folder(folder)
+            source = templates[assignment].source_hash
+            before = state["submissions"].get(key, {})
+            if (not options.force and before.get("hash") == digest
+                    and before.get("source") == source
+                    and record.is_graded(gradebook, assignment, student)):
+                outcomes.append(Outcome(
+                    assignment, student, "unchanged", before["score"],
+                    before["max_score"], list(before.get("reasons", []))))
+                continue
+            tasks.append(_task(course, templates[assignment], student,
+                               folder, scratch / "work" / str(index),
+                               digest))
+    jobs = options.jobs or os.cpu_count() or 1
+    settings = {"scratch": str(scratch), "memory_mb": options.memory_mb,
+                "timeout": options.timeout, "isolate": options.isolate,
+                "hide": _hidden(course, options, scratch),
+                "read_only": _read_only(course)}
+    notes = []
+    if options.isolate and tasks:
+        line = probe(settings, scratch)
+        if line != "isolated":
+            settings["isolate"] = False
+            notes.append(f"kernels not isolated: {line}")
+    bar = _progress(len(tasks), options.progress)
+    with Gradebook(course.db_url) as gradebook:
+        for task, result in run_workers(
+                tasks, jobs=jobs, settings=settings,
+                limit_s=options.submission_timeout):
+            result["reasons"] = result.get("reasons", []) + notes
+            outcome = _store(course, gradebook, templates, task, result)
+            outcomes.append(outcome)
+            state["submissions"][f"{task['assignment']}/"
+                                 f"{task['student']}"] = {
+                "hash": task["hash"], "source": task["source_hash"],
+                "score": outcome.score, "max_score": outcome.max_score,
+                "status": outcome.status, "reasons": outcome.reasons}
+            C.save_state(course, state)
+            bar.update(1)
+        bar.close()
+        record.export_csv(gradebook, course.root / "grades.csv")
+    C.save_state(course, state)
+    outcomes.sort(key=lambda o: (o.assignment, o.student))
+    return outcomes
+
+
+def probe(settings, scratch):
+    """What isolation the sandbox achieves here, as one line."""
+    folder = scratch / "probe"
+    folder.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "course_lib.classroom.sandbox",
+            "--probe"] + [f"--hide={p}" for p in settings["hide"]] + [
+            f"--read-only={p}" for p in settings["read_only"]]
+    result = subprocess.run(argv, cwd=folder, capture_output=True,
+                            text=True)
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    return lines[-1] if lines else "the sandbox printed nothing"
+
+
+def _task(course, template, student, folder, work, digest):
+    return {"assignment": template.assignment, "student": student,
+            "submission": str(folder), "notebooks": list(template.notebooks),
+            "template": str(template.course), "template_db": str(template.db),
+            "submitted_dir": course.submitted,
+            "autograded_dir": course.autograded,
+            "release_dir": course.release, "work": str(work),
+            "hash": digest, "source_hash": template.source_hash}
+
+
+def _hidden(course, options, scratch):
+    paths = [course.path(f) for f in ("submitted", "autograded",
+                                      "feedback", "source")]
+    paths += [course.root / n for n in (".git", C.STATE, "grades.csv",
+                                        "gradebook.db",
+                                        "gradebook.db-journal")]
+    if course.db_url.startswith("sqlite:///"):
+        database = Path(course.db_url[len("sqlite:///"):])
+        paths += [database, Path(f"{database}-journal")]
+    if options.collect:
+        paths.append(Path(options.collect).resolve())
+    paths.append(scratch)
+    return [str(p) for p in paths]
+
+
+def _read_only(course):
+    import course_lib
+
+    package = Path(course_lib.__file__).resolve().parent.parent
+    return sorted({str(course.root), str(package), sys.prefix,
+                   sys.base_prefix})
+
+
+def _store(course, gradebook, templates, task, result):
+    """Write one result (gradebook, autograded copy, feedback)."""
+    assignment, student = task["assignment"], task["student"]
+    score, max_score = record.record(gradebook, result)
+    work = Path(result.get("work", task["work"]))
+    graded = (work / "course" / course.autograded / student / assignment)
+    target = course.path("autograded", student, assignment)
+    if graded.is_dir():
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(graded, target, ignore=shutil.ignore_patterns(
+            ".ipython", ".config", ".cache", ".local"))
+    page = feedback.render(assignment=assignment, student=student,
+                           notebooks=templates[assignment].notebooks,
+                           result=result)
+    folder = course.path("feedback", student, assignment)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in templates[assignment].notebooks:
+        (folder / f"{name}.html").write_text(page)
+    shutil.rmtree(work, ignore_errors=True)
+    return Outcome(assignment, student, result["status"], score, max_score,
+                   list(result.get("reasons", [])),
+                   result.get("seconds", 0.0))
+
+
+def run_workers(tasks, *, jobs, settings, limit_s):
+    """Yield ``(task, result)`` as workers finish them, in any order."""
+    pending, done = queue.Queue(), queue.Queue()
+    for task in tasks:
+        pending.put(task)
+    jobs = max(1, min(jobs, len(tasks)))
+    threads = [threading.Thread(target=_slot, daemon=True,
+                                args=(k, pending, done, settings, limit_s))
+               for k in range(jobs)]
+    for thread in threads:
+        thread.start()
+    for _ in tasks:
+        yield done.get()
+    for thread in threads:
+        thread.join()
+
+
+def _spawn(k, settings):
+    log = open(Path(settings["scratch"]) / f"worker-{k}.log", "ab")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "course_lib.classroom.worker",
+         json.dumps(settings)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+        start_new_session=True)
+    log.close()
+    return process
+
+
+def _kill(process):
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _slot(k, pending, done, settings, limit_s):
+    process = None
+    while True:
+        try:
+            task = pending.get_nowait()
+        except queue.Empty:
+            break
+        if process is None:
+            process = _spawn(k, settings)
+        killed = threading.Event()
+
+        def stop(process=process, killed=killed):
+            killed.set()
+            _kill(process)
+
+        timer = threading.Timer(limit_s, stop)
+        timer.start()
+        try:
+            process.stdin.write(json.dumps(task) + "\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+        except OSError:
+            line = ""
+        timer.cancel()
+        if line:
+            done.put((task, json.loads(line)))
+            continue
+        why = (f"grading took more than {limit_s} s: stopped"
+               if killed.is_set() else "the grading process died")
+        _kill(process)
+        process = None
+        done.put((task, failed(task, why)))
+    if process is not None:
+        process.stdin.close()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+
+
+def failed(task, reason):
+    return {"assignment": task["assignment"], "student": task["student"],
+            "status": "failed", "notebooks": {}, "messages": {},
+            "passed": {}, "timestamp": None, "work": task["work"],
+            "reasons": [reason]}
+
+
+def collect(course, names, folder, regex):
+    """Bring LMS downloads (``FOLDER/<assignment>/archive/``) into
+    ``submitted/`` with ``nbgrader zip_collect``."""
+    if not folder.is_dir():
+        raise ValueError(f"expected a folder of downloads, got {folder}")
+    for name in names:
+        if (folder / name).is_dir():
+            C.nbgrader(["zip_collect", name, "--force",
+                        f"--ZipCollectApp.downloaded_directory={folder}",
+                        f"--FileNameCollectorPlugin.named_regexp={regex}"],
+                       cwd=course.root)
+
+
+class _NoBar:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total, enabled):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="submission", desc="grading",
+                file=sys.stderr)
+
+
+def summary(outcomes):
+    """The summary table as text: one line per submission, then totals."""
+    lines = [f"{'assignment':<28} {'student':<16} {'score':>11}  "
+             f"{'status':<9} reason"]
+    for o in outcomes:
+        reason = "; ".join(o.reasons) or "-"
+        lines.append(f"{o.assignment:<28} {o.student:<16} "
+                     f"{o.score:>5g}/{o.max_score:<5g}  {o.status:<9} "
+                     f"{reason}")
+    counts = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                 or "no submissions found")
+    return "\n".join(lines)
+
+
+def timed(function, *args, **kwargs):
+    """``(result, seconds)``."""
+    start = time.monotonic()
+    result = function(*args, **kwargs)
+    return result, time.monotonic() - start

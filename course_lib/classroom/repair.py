@@ -1,0 +1,148 @@
+"""A submitted notebook put back into the assignment's shape.
+
+The instructor's cells always run: every nbgrader cell of the released
+notebook is present once, in the released order, with the instructor's
+source for read-only and test cells and the student's source for answer
+cells. The student's other cells (helpers, scratch work) travel with the
+nbgrader cell they followed. Each change is reported as a reason.
+"""
+
+import copy
+import json
+import re
+import uuid
+
+import nbformat
+
+MAX_BYTES = 50 * 2**20
+HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS"
+                    r"[ \t]*\n?", re.S)
+
+
+class Unreadable(ValueError):
+    """The submission is not a notebook that can be graded."""
+
+
+def read_submission(path):
+    """The submission as a version-4 notebook and the reasons to report.
+
+    Raises :class:`Unreadable` with the reason when it cannot be read.
+    """
+    reasons = []
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise Unreadable(f"the notebook is {size / 2**20:.0f} MB, over "
+                         f"the {MAX_BYTES // 2**20} MB limit")
+    raw = path.read_bytes()
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise Unreadable(f"the notebook is not UTF-8 text ({error})") from None
+    except ValueError as error:
+        raise Unreadable(f"the notebook is not valid JSON ({error})") from None
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise Unreadable("the file is JSON but not a Jupyter notebook")
+    try:
+        notebook = nbformat.reads(json.dumps(data), as_version=4)
+    except Exception as error:  # nbformat raises many kinds
+        raise Unreadable(f"the notebook could not be read ({error})") from None
+    if data.get("nbformat", 4) < 4:
+        reasons.append(f"saved by an older Jupyter (notebook format "
+                       f"{data.get('nbformat')}): converted")
+    return notebook, reasons
+
+
+def _meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _grade_id(cell):
+    return _meta(cell).get("grade_id")
+
+
+def _is_answer(cell):
+    return bool(_meta(cell).get("solution"))
+
+
+def repair(submitted, released):
+    """``(notebook, reasons)``: ``submitted`` rebuilt on ``released``."""
+    reasons = []
+    anchors = [c for c in released.cells if _grade_id(c)]
+    known = {_grade_id(c): c for c in anchors}
+    first, order, duplicated = {}, [], set()
+    segments = {None: []}
+    current = None
+    for cell in submitted.cells:
+        grade_id = _grade_id(cell)
+        if grade_id in known and grade_id not in first:
+            first[grade_id] = cell
+            order.append(grade_id)
+            current = grade_id
+            segments[grade_id] = []
+            continue
+        if grade_id in known:
+            duplicated.add(grade_id)
+            if not (_is_answer(known[grade_id])
+                    and cell.cell_type == "code"):
+                continue  # a copy of an instructor's cell: dropped
+        cell = copy.deepcopy(cell)
+        cell.metadata.pop("nbgrader", None)  # never graded
+        segments[current].append(cell)
+    if not first:
+        reasons.append("none of the assignment's cells were found: is "
+                       "this the right notebook?")
+    missing = [g for g in known if g not in first]
+    if missing and first:
+        reasons.append(f"deleted cells restored: {', '.join(missing)}")
+    if duplicated:
+        reasons.append("duplicated cells: the first copy is graded ("
+                       f"{', '.join(sorted(duplicated))})")
+    if order != [g for g in known if g in first]:
+        reasons.append("cells were moved: graded in the assignment's "
+                       "order")
+    edited = []
+    cells, lead_done = [], False
+    for grade_id, original in known.items():
+        cell = copy.deepcopy(original)
+        mine = first.get(grade_id)
+        if mine is not None and not lead_done:
+            cells += segments[None]
+            lead_done = True
+        if mine is not None and _is_answer(original):
+            cell.source = mine.source
+        elif mine is not None and (
+                _visible(mine.source) != _visible(original.source)
+                or mine.cell_type != cell.cell_type):
+            edited.append(grade_id)
+        cells.append(cell)
+        if mine is not None:
+            cells += segments[grade_id]
+    if not lead_done:
+        cells += segments[None]
+    if edited:
+        reasons.append("read-only cells were edited: the instructor's "
+                       f"version ran ({', '.join(edited)})")
+    notebook = copy.deepcopy(released)
+    notebook.cells = _unique_ids(cells)
+    return notebook, reasons
+
+
+def _visible(source):
+    """A cell's source without its hidden tests (a source notebook's
+    test cell then matches the released one)."""
+    return HIDDEN.sub("", source).strip()
+
+
+def _unique_ids(cells):
+    seen = set()
+    for cell in cells:
+        if cell.get("id") in seen or not cell.get("id"):
+            cell["id"] = uuid.uuid4().hex[:8]
+        seen.add(cell["id"])
+        if cell.cell_type == "code":
+            cell.setdefault("outputs", [])
+            cell.setdefault("execution_count", None)
+        else:
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+    return cells

@@ -1,0 +1,247 @@
+"""A grading worker: a process that autogrades one submission at a time.
+
+The parent starts it with a JSON settings argument and sends one JSON
+task per line on stdin; it answers one JSON result per line. Each task is
+graded in a scratch course of its own (the template's gradebook copied,
+the submission repaired into ``submitted/``) through nbgrader's API, with
+the student's kernel started by :mod:`course_lib.classroom.sandbox`.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+from course_lib.classroom.repair import Unreadable, read_submission, repair
+
+MAX_OUTPUT = 20_000  # characters kept of one output in the graded copy
+MAX_EXTRA_FILE = 5 * 2**20
+PASSED = "\u2713"
+
+
+def install_kernel(settings):
+    """A ``python3`` kernelspec that starts the kernel in the sandbox."""
+    scratch = Path(settings["scratch"])
+    folder = scratch / "kernels" / "python3"
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "course_lib.classroom.sandbox",
+            f"--memory-mb={settings['memory_mb']}"]
+    argv += [f"--hide={p}" for p in settings.get("hide", [])]
+    argv += [f"--read-only={p}" for p in settings.get("read_only", [])]
+    if not settings.get("isolate", True):
+        argv.append("--no-isolation")
+    argv += ["--", sys.executable, "-m", "ipykernel_launcher",
+             "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "Python 3 (graded)",
+            "language": "python"}
+    (folder / "kernel.json").write_text(json.dumps(spec))
+    runtime = scratch / "runtime"
+    runtime.mkdir(exist_ok=True)
+    os.environ["JUPYTER_PATH"] = str(scratch)
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+
+
+def _api(course_root, db, timeout):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py",
+                                path=str(course_root)).load_config()
+    config.CourseDirectory.root = str(course_root)
+    config.CourseDirectory.db_url = f"sqlite:///{db}"
+    config.Execute.timeout = timeout
+    config.Execute.interrupt_on_timeout = True
+    config.Execute.kernel_name = "python3"
+    config.Execute.startup_timeout = 120
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def _find_notebook(folder, name, all_names):
+    """The submitted file for notebook ``name`` and a reason, if any."""
+    path = folder / f"{name}.ipynb"
+    if path.is_file():
+        return path, None
+    others = [p for p in sorted(folder.glob("*.ipynb"))
+              if p.stem not in all_names]
+    if len(all_names) == 1 and len(others) == 1:
+        return others[0], (f"notebook renamed to {others[0].name}: "
+                           f"graded as {name}.ipynb")
+    return None, f"no notebook {name}.ipynb in the submission"
+
+
+def prepare(task, course_root):
+    """Write the repaired notebooks; return ``(reasons, any_notebook)``."""
+    source = Path(task["submission"])
+    target = (course_root / task["submitted_dir"] / task["student"]
+              / task["assignment"])
+    target.mkdir(parents=True)
+    reasons, written = [], False
+    names = list(task["notebooks"])
+    for name in names:
+        path, why = _find_notebook(source, name, names)
+        if why:
+            reasons.append(why)
+        if path is None:
+            continue
+        try:
+            notebook, notes = read_submission(path)
+        except Unreadable as error:
+            reasons.append(f"{path.name}: {error}")
+            continue
+        released = nbformat.read(
+            Path(task["template"]) / task["release_dir"]
+            / task["assignment"] / f"{name}.ipynb", as_version=4)
+        notebook, more = repair(notebook, released)
+        reasons += notes + more
+        nbformat.write(notebook, target / f"{name}.ipynb")
+        written = True
+    for path in source.iterdir():
+        if (path.is_file() and path.suffix != ".ipynb"
+                and path.stat().st_size <= MAX_EXTRA_FILE):
+            shutil.copy(path, target / path.name)
+    return reasons, written
+
+
+def _events(cell, timeout):
+    found = []
+    for output in cell.get("outputs", []):
+        name = output.get("ename")
+        if name == "CellTimeoutError" or name == "KeyboardInterrupt":
+            found.append(f"a cell ran past the {timeout} s limit and was "
+                         "stopped")
+        elif name == "MemoryError":
+            found.append("a cell ran out of memory (the kernel's limit)")
+    return found
+
+
+def read_graded(path, timeout):
+    """Messages per grade cell, events, and the output volume; cuts long
+    outputs in the graded notebook in place."""
+    notebook = nbformat.read(path, as_version=4)
+    messages, passed, events, volume = {}, {}, [], 0
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        events += _events(cell, timeout)
+        for output in cell.outputs:
+            for key in ("text",):
+                if isinstance(output.get(key), str):
+                    volume += len(output[key])
+                    output[key] = output[key][:MAX_OUTPUT]
+            data = output.get("data", {})
+            for mime, value in list(data.items()):
+                if isinstance(value, str):
+                    volume += len(value)
+                    data[mime] = value[:MAX_OUTPUT]
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            grade_id = meta["grade_id"]
+            messages[grade_id] = [
+                f"{o.get('ename', '')}: {o.get('evalue', '')}"[:4000]
+                for o in cell.outputs if o.get("output_type") == "error"]
+            passed[grade_id] = [
+                o.get("data", {}).get("text/plain", "")
+                for o in cell.outputs
+                if PASSED in str(o.get("data", {}).get("text/plain", ""))]
+    nbformat.write(notebook, path)
+    if volume > 2**20:
+        events.append(f"printed {volume / 2**20:.1f} MB of output: cut "
+                      "in the graded notebook")
+    return messages, passed, sorted(set(events))
+
+
+def read_scores(db, task):
+    """``{notebook: {...}}`` and the timestamp from the scratch gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    found = {}
+    with Gradebook(f"sqlite:///{db}") as gradebook:
+        try:
+            submission = gradebook.find_submission(task["assignment"],
+                                                   task["student"])
+        except MissingEntry:
+            return found, None
+        stamp = submission.timestamp
+        for notebook in submission.notebooks:
+            found[notebook.name] = {
+                "grades": {g.name: [g.auto_score, g.max_score]
+                           for g in notebook.grades},
+                "comments": {c.name: c.auto_comment
+                             for c in notebook.comments},
+                "late_penalty": notebook.late_submission_penalty,
+            }
+    return found, stamp.isoformat() if stamp else None
+
+
+def _why_failed(result):
+    text = f"{result.get('error') or ''}\n{result.get('log') or ''}"
+    if "DeadKernelError" in text or "Kernel died" in text:
+        return "the kernel died while running the notebook"
+    if "timed out" in text.lower() or "TimeoutError" in text:
+        return "the kernel did not respond in time"
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return "nbgrader could not grade it: " + (lines[-1] if lines else "?")
+
+
+def grade(task, settings):
+    """Grade one submission; return the result dictionary."""
+    start = time.monotonic()
+    work = Path(task["work"])
+    course_root = work / "course"
+    shutil.copytree(task["template"], course_root)
+    db = work / "gradebook.db"
+    shutil.copy(task["template_db"], db)
+    result = {k: task[k] for k in ("assignment", "student")}
+    result.update(status="failed", notebooks={}, messages={}, passed={},
+                  timestamp=None, work=str(work))
+    reasons, written = prepare(task, course_root)
+    if written:
+        api = _api(course_root, db, settings["timeout"])
+        outcome = api.autograde(task["assignment"], task["student"],
+                                force=True, create=True)
+        if outcome.get("success"):
+            result["status"] = "graded"
+        else:
+            reasons.append(_why_failed(outcome))
+        folder = (course_root / task["autograded_dir"] / task["student"]
+                  / task["assignment"])
+        for name in task["notebooks"]:
+            graded = folder / f"{name}.ipynb"
+            if graded.is_file():
+                messages, passed, events = read_graded(
+                    graded, settings["timeout"])
+                result["messages"][name] = messages
+                result["passed"][name] = passed
+                reasons += events
+        result["notebooks"], result["timestamp"] = read_scores(db, task)
+    result["reasons"] = reasons
+    result["seconds"] = round(time.monotonic() - start, 1)
+    return result
+
+
+def main():
+    settings = json.loads(sys.argv[1])
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever else prints goes to the log, not the replies
+    install_kernel(settings)
+    for line in sys.stdin:
+        task = json.loads(line)
+        try:
+            result = grade(task, settings)
+        except Exception as error:  # the batch goes on
+            result = {k: task[k] for k in ("assignment", "student")}
+            result.update(status="failed", notebooks={}, messages={},
+                          passed={}, timestamp=None, work=task["work"],
+                          reasons=[f"grader error: {type(error).__name__}"
+                                   f": {error}"])
+        replies.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
