@@ -32,7 +32,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 setup: $(STAMP)
 
 # Strict (a warning or a cell error fails), cached in _build/.jupyter_cache;
-# the cache is cleared when course_lib or the pins change (course_lib/book.py).
+# a chapter re-executes when the course_lib code it imports changes.
 book: $(STAMP)
 	$(BIN)/python -m course_lib.book student
 

@@ -7,10 +7,14 @@ instructors' edition.
 The student edition renders ``chapters/`` and executes every narrative
 cell, caching the results in ``_build/.jupyter_cache``. Jupyter Book's
 cache is keyed on a notebook's code alone, so a change to ``course_lib``
-would leave stale outputs; this module records a fingerprint of
-``course_lib`` and the pinned requirements next to the cache and clears
-the cache when the fingerprint changes. Both editions are strict: a Sphinx
-warning or an error in an executed cell fails the build.
+would leave stale outputs. This module is therefore also a Sphinx
+extension (listed in ``_config.yml``): before Sphinx reads the sources it
+fingerprints, for every notebook, the ``course_lib`` files that the
+notebook imports (transitively, a package counting as all its files) and
+the pinned requirements; when a notebook's fingerprint differs from the
+one recorded with the cache, its cached outputs are dropped and Sphinx
+reads it again, so it is executed again. Both editions are strict: a
+Sphinx warning or an error in an executed cell fails the build.
 
 The instructors' edition renders ``solutions/`` instead, from a staged
 copy in which each solution and test cell is tagged ``hide-input`` (shown
@@ -21,9 +25,11 @@ and are absent otherwise.
 """
 
 import argparse
+import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,54 +37,178 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
 STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 # Files whose change can change what an executed cell prints.
-FINGERPRINTED = ("requirements.txt", "constraints.txt")
-# The files that build the book, not what the chapters import.
-NOT_FINGERPRINTED = {"book.py", "release.py"}
+PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
          "instructors.md", "references.md", "references.bib")
 TOGGLE_TAG = "hide-input"
+FINGERPRINTS = "course_lib_fingerprints.json"
+# An import on one line (for cells that are not plain Python).
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(course_lib[\w.]*)[ \t]+import"
+                     r"[ \t(]+([\w \t,]+)|import[ \t]+(course_lib[\w.]*))",
+                     re.MULTILINE)
 
 
-def fingerprint(root=ROOT):
-    """SHA-256 of every ``course_lib`` source file and the pins."""
-    root = Path(root)
+# ------------------------------------------------ what a chapter imports
+
+
+def _module_files(name, package=PACKAGE):
+    """The files of module ``name`` (``course_lib.x.y``): its ``.py``, or a
+    package's ``__init__.py`` (and all of the package's files when that
+    ``__init__`` imports modules by name at run time), plus the
+    ``__init__.py`` of each enclosing package."""
+    parts = name.split(".")[1:]
+    path = package.joinpath(*parts)
+    files = set()
+    for depth in range(len(parts) + 1):
+        init = package.joinpath(*parts[:depth], "__init__.py")
+        if init.exists():
+            files.add(init)
+    if path.is_dir():
+        init = path / "__init__.py"
+        text = init.read_text() if init.exists() else ""
+        if "import_module" in text or "pkgutil" in text:
+            files.update(path.rglob("*.py"))
+    elif path.with_suffix(".py").exists():
+        files.add(path.with_suffix(".py"))
+    return files
+
+
+def _imported_names(tree, package_parts=()):
+    """Modules named by the imports of a parsed module: ``from m import n``
+    names ``m`` and ``m.n`` (``n`` may be a submodule)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = list(package_parts)[:len(package_parts)
+                                          - node.level + 1]
+                module = ".".join(base + ([module] if module else []))
+            names.add(module)
+            names.update(f"{module}.{a.name}" for a in node.names)
+    return names
+
+
+def _imports_of_module(path, package=PACKAGE):
+    """The ``course_lib`` modules that a module file imports."""
+    tree = ast.parse(Path(path).read_text())
+    parts = [package.name, *Path(path).relative_to(package)
+             .with_suffix("").parts][:-1]
+    return {n for n in _imported_names(tree, parts)
+            if n.split(".")[0] == package.name}
+
+
+def _imports_of_cell(source):
+    """Module names a code cell imports (magics and shell lines
+    ignored)."""
+    lines = [line for line in source.splitlines()
+             if not line.lstrip().startswith(("%", "!", "?"))]
+    try:
+        return _imported_names(ast.parse("\n".join(lines)))
+    except SyntaxError:
+        names = set()
+        for module, imported, plain in _IMPORT.findall(source):
+            names.add(plain or module)
+            names.update(f"{module}.{n.split()[0]}"
+                         for n in imported.split(",") if module and n.split())
+        return names
+
+
+def notebook_dependencies(notebook_path, package=PACKAGE):
+    """Every ``course_lib`` file that running the notebook can import."""
+    notebook = json.loads(Path(notebook_path).read_text())
+    pending = set()
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            pending |= _imports_of_cell("".join(cell["source"]))
+    pending = {n for n in pending if n.split(".")[0] == package.name}
+    files, seen = set(), set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for path in _module_files(name, package) - files:
+            files.add(path)
+            pending.update(_imports_of_module(path, package))
+    return sorted(files)
+
+
+def notebook_fingerprint(notebook_path, package=PACKAGE):
+    """SHA-256 of the ``course_lib`` files the notebook imports and of the
+    pinned requirements."""
     digest = hashlib.sha256()
-    files = sorted(
-        p for p in (root / "course_lib").rglob("*.py")
-        if p.name not in NOT_FINGERPRINTED
-    )
-    files += [root / name for name in FINGERPRINTED]
+    root = package.parent
+    files = notebook_dependencies(notebook_path, package)
+    files += [root / name for name in PINS]
     for path in files:
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes() if path.exists() else b"")
-        digest.update(b"\0")
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update((path.read_bytes() if path.exists() else b"")
+                      + b"\0")
     return digest.hexdigest()
 
 
-def invalidate_stale_cache(build_dir, root=ROOT):
-    """Clear ``build_dir/.jupyter_cache`` unless it was filled with the
-    current ``course_lib``; return True when it was cleared."""
-    build_dir = Path(build_dir)
-    cache = build_dir / ".jupyter_cache"
-    stamp = build_dir / ".course_lib.sha256"
-    current = fingerprint(root)
-    recorded = stamp.read_text().strip() if stamp.exists() else None
-    cleared = False
-    if recorded != current:
-        if cache.exists():
-            shutil.rmtree(cache)
-            cleared = True
-        # Executed copies and doctrees also hold old outputs.
-        for stale in ("jupyter_execute", ".doctrees"):
-            if (build_dir / stale).exists():
-                shutil.rmtree(build_dir / stale)
-    build_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(current + "\n")
-    return cleared
+def drop_stale_outputs(notebooks, cache_path, package=PACKAGE):
+    """Drop the cached outputs of each notebook whose ``course_lib``
+    fingerprint is not the one recorded with the cache; return their
+    names. ``notebooks`` maps a name to a path."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache_path = Path(cache_path)
+    record = cache_path / FINGERPRINTS
+    recorded = json.loads(record.read_text()) if record.exists() else {}
+    cache = get_cache(str(cache_path)) if cache_path.exists() else None
+    stale = []
+    for name, path in sorted(notebooks.items()):
+        current = notebook_fingerprint(path, package)
+        if recorded.get(name) == current:
+            continue
+        stale.append(name)
+        recorded[name] = current
+        if cache is None:
+            continue
+        try:
+            cached = cache.match_cache_notebook(
+                nbformat.read(str(path), as_version=4))
+        except KeyError:
+            continue
+        cache.remove_cache(cached.pk)
+    cache_path.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    return stale
+
+
+def _outdated_notebooks(app, env, added, changed, removed):
+    """Sphinx ``env-get-outdated``: notebooks whose course_lib changed."""
+    config = env.mystnb_config
+    if config.execution_mode != "cache":
+        return []
+    notebooks = {}
+    for docname in env.found_docs:
+        path = Path(env.doc2path(docname))
+        if path.suffix == ".ipynb":
+            notebooks[docname] = path
+    stale = drop_stale_outputs(notebooks, config.execution_cache_path)
+    if stale:
+        print("course_lib or the pins changed for: " + ", ".join(stale))
+    return [name for name in stale if name in env.all_docs]
+
+
+def setup(app):
+    """The Sphinx extension: re-execute notebooks whose course_lib
+    changed."""
+    app.connect("env-get-outdated", _outdated_notebooks)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+# ---------------------------------------------------------- the builds
 
 
 def _jupyter_book():
@@ -88,8 +218,8 @@ def _jupyter_book():
 def _run_jupyter_book(source, output, extra=()):
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    # Figures render the same on every machine and never open a window.
-    env["MPLBACKEND"] = "Agg"
+    # The kernel's inline backend draws the figures into the outputs.
+    env.pop("MPLBACKEND", None)
     command = [_jupyter_book(), "build", str(source), "--path-output",
                str(output), *STRICT, *extra]
     return subprocess.run(command, env=env).returncode
@@ -101,10 +231,7 @@ def build_student(root=ROOT, output=None):
     The HTML lands in ``<output>/_build/html`` (``output`` defaults to the
     repository, so ``_build/html``)."""
     root = Path(root)
-    output = Path(output or root)
-    if invalidate_stale_cache(output / "_build", root):
-        print("course_lib or the pins changed: cleared the execution cache")
-    return _run_jupyter_book(root, output)
+    return _run_jupyter_book(root, Path(output or root))
 
 
 def _solution_cell(cell):

@@ -1,0 +1,535 @@
+"""The book as readers meet it.
+
+The student edition is built once per session, exactly as ``make book``
+builds it (strict, cached in ``_build``), then checked: every narrative
+cell ran, no cell shows an error, MathJax and every other asset come from
+the book itself, and no solution or hidden test from ``solutions/`` reaches
+``chapters/`` or the HTML. A headless Chromium (Debian's ``chromium``,
+installed by ``make browser``) then opens every page from a server on
+127.0.0.1 with every other address blocked: the math is typeset, every
+image loads, the next/previous links walk the table of contents, and a
+screenshot of each page is written to ``_build/screenshots/``. The
+instructors' edition is built without execution and checked for its
+toggles.
+"""
+
+import ast
+import functools
+import http.server
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+from course_lib import book
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+SOLUTIONS_BUILD = ROOT / "_build_solutions"
+SCREENSHOTS = BUILD / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+    "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+SKIP_TAG = "skip-execution"
+
+
+def _toc_files():
+    """Every page of the book, in the table of contents' order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [entry["file"] for entry in part["chapters"]]
+    return files
+
+
+PAGES = _toc_files()
+CHAPTERS = sorted(p.relative_to(ROOT).with_suffix("").as_posix()
+                  for p in ROOT.glob("chapters/[0-9][0-9]_*/*.ipynb"))
+
+
+def _build(edition, log_name):
+    """Run ``python -m course_lib.book EDITION``; return (status, log)."""
+    BUILD.mkdir(exist_ok=True)
+    log = BUILD / log_name
+    start = time.perf_counter()
+    with log.open("w") as out:
+        status = subprocess.run(
+            [sys.executable, "-m", "course_lib.book", edition],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        ).returncode
+    seconds = time.perf_counter() - start
+    print(f"{edition} edition built in {seconds:.0f} s (log: {log})")
+    return status, log.read_text()
+
+
+def _require_built(build):
+    status, log = build
+    if status != 0:
+        problems = [line for line in log.splitlines()
+                    if "WARNING" in line or "ERROR" in line
+                    or "Error" in line]
+        pytest.fail("the book did not build; warnings and errors:\n"
+                    + "\n".join(problems[-40:] or log.splitlines()[-40:]),
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def student_build():
+    return _build("student", "book.log")
+
+
+@pytest.fixture(scope="session")
+def student_html(student_build):
+    _require_built(student_build)
+    return HTML
+
+
+@pytest.fixture(scope="session")
+def solutions_html(student_html):
+    # After the student edition, whose executed notebooks it reuses.
+    build = _build("solutions", "book-solutions.log")
+    _require_built(build)
+    return SOLUTIONS_BUILD / "html"
+
+
+def _notebook(path):
+    return json.loads(Path(path).read_text())
+
+
+def _html_files(root):
+    return sorted(Path(root).rglob("*.html"))
+
+
+def _text(html_path):
+    return _html_text(Path(html_path).read_text())
+
+
+def _html_text(markup):
+    soup = BeautifulSoup(markup, "html.parser")
+    for tag in soup(["script", "style"]):
+        tag.decompose()
+    return soup.get_text(" ")
+
+
+# ---------------------------------------------------------------- strict
+
+
+def test_book_builds_with_no_warning(student_build):
+    """``--warningiserror --nitpick``: any warning fails the build."""
+    _require_built(student_build)
+    warnings = [line for line in student_build[1].splitlines()
+                if re.search(r"\bWARNING\b|\bERROR\b", line)
+                and "IPKernelApp" not in line]
+    assert not warnings, "\n".join(warnings)
+
+
+def test_every_chapter_and_page_is_in_the_book(student_html):
+    missing = [c for c in CHAPTERS if c not in PAGES]
+    assert not missing, f"chapters missing from _toc.yml: {missing}"
+    for page in PAGES:
+        assert (student_html / f"{page}.html").is_file(), page
+
+
+def test_every_narrative_cell_ran(student_html):
+    """Every code cell without ``skip-execution`` has run, without error,
+    and exercise and test cells have not."""
+    for chapter in CHAPTERS:
+        executed = BUILD / "jupyter_execute" / f"{chapter}.ipynb"
+        assert executed.is_file(), f"{chapter} was not executed"
+        for i, cell in enumerate(_notebook(executed)["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            skipped = SKIP_TAG in cell["metadata"].get("tags", [])
+            where = f"{chapter}, cell {i}"
+            if skipped:
+                assert not cell["outputs"], f"{where} ran but is skipped"
+                continue
+            assert cell["execution_count"] is not None, f"{where} never ran"
+            errors = [o for o in cell["outputs"]
+                      if o["output_type"] == "error"]
+            assert not errors, f"{where}: {errors[0]['ename']}"
+
+
+def test_no_page_shows_an_error(student_html):
+    for page in _html_files(student_html):
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        errors = soup.select("div.output.error, div.output.traceback")
+        assert not errors, f"{page}: {errors[0].get_text()[:500]}"
+        assert "Traceback (most recent call last)" not in soup.get_text(), (
+            page
+        )
+
+
+def test_a_change_to_imported_course_lib_code_reexecutes(tmp_path):
+    """The execution cache is keyed on a notebook's code: a change to the
+    course_lib files it imports must drop its cached outputs."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    package = tmp_path / "course_lib"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("SCALE = 1\n")
+    (package / "b.py").write_text("from course_lib.a import SCALE\n")
+    (package / "unrelated.py").write_text("X = 1\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "c.py").write_text("from .. import b\n")
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%matplotlib inline\n"
+                                  "from course_lib.sub import c as ref"),
+        nbformat.v4.new_code_cell("print(ref)"),
+    ])
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(notebook, str(path))
+
+    names = {p.relative_to(package).as_posix()
+             for p in book.notebook_dependencies(path, package)}
+    assert names == {"__init__.py", "a.py", "b.py", "sub/__init__.py",
+                     "sub/c.py"}
+
+    cache_dir = tmp_path / ".jupyter_cache"
+    notebooks = {"chapter": path}
+    # Nothing recorded yet: the cached outputs cannot be trusted.
+    assert book.drop_stale_outputs(notebooks, cache_dir, package) == [
+        "chapter"]
+    cache = get_cache(str(cache_dir))
+    cache.cache_notebook_file(str(path), check_validity=False)
+    assert book.drop_stale_outputs(notebooks, cache_dir, package) == []
+    assert len(cache.list_cache_records()) == 1
+
+    (package / "unrelated.py").write_text("X = 2\n")
+    assert book.drop_stale_outputs(notebooks, cache_dir, package) == []
+    assert len(cache.list_cache_records()) == 1
+
+    (package / "a.py").write_text("SCALE = 2\n")
+    assert book.drop_stale_outputs(notebooks, cache_dir, package) == [
+        "chapter"]
+    assert cache.list_cache_records() == []
+
+
+def test_the_book_uses_the_reexecution_extension():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["execute_notebooks"] == "cache"
+    assert "course_lib.book" in config["sphinx"]["extra_extensions"]
+
+
+# ------------------------------------------------------------- offline
+
+
+def test_every_asset_is_served_by_the_book(student_html):
+    """No page loads a script, stylesheet, font or image from elsewhere,
+    and MathJax is in ``_static``."""
+    assert (student_html / "_static/mathjax/tex-chtml.js").is_file()
+    assert any((student_html / "_static/mathjax/output/chtml/fonts")
+               .rglob("*.woff"))
+    remote = re.compile(r"^(https?:)?//")
+    for page in _html_files(student_html):
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        loaded = [t.get("src") for t in soup.select("script[src], img[src]")]
+        loaded += [t.get("href") for t in soup.select("link[href]")
+                   if set(t.get("rel", [])) & {"stylesheet", "preload",
+                                              "icon", "modulepreload"}]
+        external = [url for url in loaded if remote.match(url)]
+        assert not external, f"{page.name} loads {external}"
+
+
+# ------------------------------------------------------------ no leaks
+
+
+def _norm(text):
+    """Letters and digits only, lower case: immune to HTML escaping,
+    syntax highlighting, Markdown emphasis and line wrapping."""
+    return re.sub(r"[^0-9a-z]+", "", text.lower())
+
+
+def _between(text, begin, end):
+    """The lines strictly between each ``begin`` and ``end`` marker, and
+    the text outside them."""
+    inside, outside, within = [], [], False
+    for line in text.splitlines():
+        if line.strip() == begin:
+            within = True
+        elif line.strip() == end:
+            within = False
+        elif within:
+            inside.append(line)
+        else:
+            outside.append(line)
+    return inside, outside
+
+
+def secrets_of(notebook):
+    """Solution and hidden-test lines of a source notebook that appear
+    nowhere else in it (so showing them elsewhere gives something away).
+    Returns ``{normalised line: line}``."""
+    secret, public = [], []
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        inside, outside = _between(source, "### BEGIN SOLUTION",
+                                   "### END SOLUTION")
+        hidden, outside = _between("\n".join(outside),
+                                   "### BEGIN HIDDEN TESTS",
+                                   "### END HIDDEN TESTS")
+        secret += inside + hidden
+        public += outside
+    public_text = _norm("\n".join(public))
+    found = {}
+    for line in secret:
+        # A Markdown list marker or heading does not survive rendering.
+        key = _norm(re.sub(r"^\s*(\d+[.)]|[-*+>]|#+)\s+", "", line))
+        # Short lines (``return Y``) say nothing on their own.
+        if len(key) >= 16 and key not in public_text:
+            found[key] = line.strip()
+    return found
+
+
+def leaks(secrets, text):
+    """The secret lines that occur in ``text``."""
+    haystack = _norm(text)
+    return [line for key, line in secrets.items() if key in haystack]
+
+
+@pytest.fixture(scope="module")
+def all_secrets():
+    secrets = {}
+    for source in sorted(ROOT.glob("solutions/[0-9][0-9]_*/*.ipynb")):
+        secrets.update(secrets_of(_notebook(source)))
+    # What the book shows anyway is no secret: its pages, and the
+    # docstrings of course_lib (the instructors' page lists them).
+    shown = [(ROOT / page).read_text() for page in book.PAGES]
+    for module in (ROOT / "course_lib").rglob("*.py"):
+        tree = ast.parse(module.read_text())
+        shown += [ast.get_docstring(node) or "" for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef,
+                                       ast.FunctionDef))]
+    shown = _norm("\n".join(shown))
+    return {k: v for k, v in secrets.items() if k not in shown}
+
+
+def test_leak_detector_can_fail():
+    notebook = {"cells": [
+        {"cell_type": "code", "source": [
+            "def f(x):\n", "    ### BEGIN SOLUTION\n",
+            "    return torch.special.expit(x) * 2\n",
+            "    ### END SOLUTION\n"]},
+        {"cell_type": "code", "source": [
+            'check("f", f)\n', "### BEGIN HIDDEN TESTS\n",
+            'check("f", f, hidden=True)\n', "### END HIDDEN TESTS\n"]},
+    ]}
+    secrets = secrets_of(notebook)
+    assert len(secrets) == 2
+    html = ('<pre><span class="k">return</span> torch.special.expit'
+            '(<span class="n">x</span>) <span class="o">*</span> 2</pre>')
+    assert leaks(secrets, _html_text(html)) == [
+        "return torch.special.expit(x) * 2"]
+    assert leaks(secrets, _html_text("check(&quot;f&quot;, f, hidden=True)"))
+    assert not leaks(secrets, 'check("f", f)\nraise NotImplementedError()')
+
+
+def test_there_are_secrets_to_guard(all_secrets):
+    # A handful of lines per exercise: a broken extraction would make the
+    # leak tests below pass vacuously.
+    assert len(all_secrets) > 100, len(all_secrets)
+
+
+def test_no_solution_in_released_notebooks(all_secrets):
+    for notebook in sorted(ROOT.glob("chapters/[0-9][0-9]_*/*.ipynb")):
+        found = leaks(all_secrets, notebook.read_text())
+        assert not found, f"{notebook.relative_to(ROOT)} shows {found[:5]}"
+
+
+def test_no_solution_in_the_student_book(student_html, all_secrets):
+    for path in sorted(student_html.rglob("*")):
+        if "_static" in path.parts or not path.is_file():
+            continue
+        if path.suffix == ".html":
+            text = _text(path)
+        elif path.suffix in {".ipynb", ".md", ".txt", ".js", ".py"}:
+            text = path.read_text(errors="replace")
+        else:
+            continue
+        found = leaks(all_secrets, text)
+        assert not found, f"{path.relative_to(ROOT)} shows {found[:5]}"
+
+
+# ----------------------------------------------- instructors' edition
+
+
+def test_instructors_edition_shows_solutions_behind_toggles(
+        solutions_html, all_secrets):
+    for chapter in CHAPTERS:
+        page = solutions_html / f"{chapter}.html"
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        toggled = soup.select("div.cell.tag_hide-input")
+        assert toggled, f"{chapter}: no solution behind a toggle"
+        hidden_text = " ".join(c.get_text() for c in toggled)
+        assert "BEGIN HIDDEN TESTS" in hidden_text, chapter
+        assert "BEGIN SOLUTION" in hidden_text, chapter
+        answers = soup.select("div.admonition.dropdown")
+        assert answers, f"{chapter}: no model answer in a dropdown"
+    shown = _norm(" ".join(_text(p) for p in _html_files(solutions_html)))
+    missing = [line for key, line in all_secrets.items() if key not in shown]
+    assert not missing, f"not in the instructors' edition: {missing[:5]}"
+
+
+# ------------------------------------------------------------- browser
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(student_html):
+    handler = functools.partial(_QuietHandler, directory=str(student_html))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs "
+                    "Debian's chromium (make test runs it first)",
+                    pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        with sync_playwright() as playwright:
+            context = playwright.chromium.launch_persistent_context(
+                profile, executable_path=str(CHROMIUM), headless=True,
+                args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900},
+            )
+            yield context
+            context.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A tab that may load from the book's server only; ``page.blocked``
+    lists every other address it tried."""
+    tab = browser.new_page()
+    tab.blocked = []
+
+    def route(request_route):
+        url = request_route.request.url
+        if url.startswith((server, "file:", "data:", "blob:")):
+            request_route.continue_()
+        else:
+            tab.blocked.append(url)
+            request_route.abort()
+
+    tab.route("**/*", route)
+    yield tab
+    tab.close()
+
+
+TYPESET = """async () => {
+    if (window.MathJax) await MathJax.startup.promise;
+    const math = Array.from(document.querySelectorAll(
+        'article span.math, article div.math'));
+    return {
+        math: math.length,
+        raw: math.filter(m => !m.querySelector('mjx-container'))
+                 .map(m => m.textContent.slice(0, 80)),
+        errors: Array.from(document.querySelectorAll('mjx-merror'))
+                 .map(m => m.textContent.slice(0, 80)),
+        containers: document.querySelectorAll('mjx-container').length,
+    };
+}"""
+
+# TeX that MathJax should have replaced: $$, \(, \[ and common commands.
+TEX_PATTERN = (r"\$\$|\\\(|\\\[|\\begin\{|\\frac|\\mathbb|\\sqrt"
+               r"|\\operatorname")
+RAW_TEX = """pattern => {
+    const article = document.querySelector('article').cloneNode(true);
+    article.querySelectorAll('pre, code, script, style, mjx-container, '
+                             + '.highlight').forEach(e => e.remove());
+    return article.textContent.match(new RegExp(pattern, 'g')) || [];
+}"""
+
+IMAGES = """async () => {
+    const images = Array.from(document.images);
+    await Promise.all(images.map(i => i.decode().catch(() => null)));
+    return images.filter(i => !(i.complete && i.naturalWidth > 0))
+                 .map(i => i.getAttribute('src'));
+}"""
+
+
+def _open(page, url):
+    page.goto(url, wait_until="load")
+    # Sphinx adds MathJax to the pages that have math.
+    if page.locator("script[src*='mathjax']").count():
+        page.wait_for_function("() => window.MathJax && MathJax.startup "
+                               "&& MathJax.startup.promise")
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_in_a_browser(page, server, name):
+    _open(page, f"{server}{name}.html")
+    math = page.evaluate(TYPESET)
+    assert not math["raw"], f"math left as TeX: {math['raw'][:3]}"
+    assert not math["errors"], f"TeX errors: {math['errors'][:3]}"
+    if math["math"]:
+        assert math["containers"] >= math["math"]
+    raw = page.evaluate(RAW_TEX, TEX_PATTERN)
+    assert not raw, f"raw TeX on the page: {raw[:5]}"
+    broken = page.evaluate(IMAGES)
+    assert not broken, f"images that did not load: {broken}"
+    errors = page.locator("div.cell_output .output.error, "
+                          "div.cell_output .output.traceback")
+    assert errors.count() == 0, errors.first.inner_text()[:500]
+    if name in CHAPTERS:
+        assert math["containers"] > 0, "a chapter without math?"
+        assert page.locator("div.cell_output img").count() > 0, (
+            "a chapter without figures?")
+        download = page.locator("a[href$='.ipynb']")
+        assert download.count() > 0, "no download button for the notebook"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{Path(name).name}.png"),
+                    full_page=True)
+    assert not page.blocked, f"tried to reach {page.blocked[:5]}"
+
+
+def test_next_and_previous_links_walk_the_book(page, server):
+    expected = [f"{server}{name}.html" for name in PAGES]
+    _open(page, expected[0])
+    visited = [page.url]
+    while page.locator("a.right-next").count():
+        page.locator("a.right-next").first.click()
+        page.wait_for_load_state("load")
+        visited.append(page.url)
+        assert len(visited) <= len(expected), visited
+    assert visited == expected
+    back = [page.url]
+    while page.locator("a.left-prev").count():
+        page.locator("a.left-prev").first.click()
+        page.wait_for_load_state("load")
+        back.append(page.url)
+        assert len(back) <= len(expected), back
+    assert back == expected[::-1]
+
+
+def test_math_typesets_from_disk_with_no_server(page, student_html):
+    """A page opened as a file (a lab with no network) typesets too."""
+    _open(page, (student_html / "notation.html").as_uri())
+    math = page.evaluate(TYPESET)
+    assert math["math"] > 0 and not math["raw"], math
+    assert not page.blocked, f"tried to reach {page.blocked[:5]}"
