@@ -1,0 +1,306 @@
+"""End to end: a small class graded by ``course_lib.classroom``.
+
+The assignment is chapter 1 cut down to one exercise (``softmax``, its
+test cell and its written question). The class holds right, wrong,
+broken and hostile submissions; each must get its expected score and
+reason, whatever the others do. The class is graded twice, in parallel
+into SQLite and serially into PostgreSQL (SQLite when no server can be
+had), and the two must agree; a re-run grades nothing.
+"""
+
+import json
+import shutil
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from course_lib import release
+from course_lib.classroom import repair
+from course_lib.classroom.grade import Options, grade_class, summary
+from tests import postgres
+from tests.nbgrading import ROOT, notebook_path
+
+CHAPTER = "01_attention_coefficients"
+ASSIGNMENT = "00_tiny"
+NAME = "tiny"
+KEEP = ("setup", "softmax", "test_softmax", "q_softmax_shift")
+SETUP = "import torch\nfrom course_lib.grading import check\n"
+# Graded again serially (into PostgreSQL when it can be had).
+SERIAL = ("right", "wrong", "notjson", "crash")
+RIGHT = """def softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+"""
+WRONG = """def softmax(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+"""
+SNOOP = RIGHT + """
+import glob, os
+leaks = glob.glob("{course}/submitted/*/*/*")
+leaks += glob.glob("/tmp/grade-class-*/work/*/course/submitted/*/*/*")
+leaks += glob.glob("{course}/solutions/*/*")
+leaks += [p for p in ["{course}/gradebook.db"]
+          if os.path.exists(p) and os.path.getsize(p) > 0]
+try:
+    open("{package}/grading/__init__.py", "a").close()
+    leaks.append("wrote into course_lib")
+except OSError:
+    pass
+if leaks:
+    softmax = None
+"""
+TRACEBACK = WRONG + """
+ip = get_ipython()
+ip.showtraceback = lambda *args, **kwargs: None
+ip._showtraceback = lambda *args, **kwargs: None
+"""
+# student -> (test_softmax score, status, reason that must appear)
+EXPECTED = {
+    "right": (3, "graded", None),
+    "wrong": (0, "graded", None),
+    "unanswered": (0, "graded", None),
+    "notjson": (0, "failed", "not valid JSON"),
+    "oldformat": (3, "graded", "older Jupyter"),
+    "editedtest": (0, "graded", "read-only cells were edited"),
+    "deletedtest": (0, "graded", "deleted cells restored: test_softmax"),
+    "shuffled": (3, "graded", "cells were moved"),
+    "renamed": (3, "graded", "notebook renamed"),
+    "missing": (0, "failed", "no notebook tiny.ipynb"),
+    "loop": (0, "graded", "ran past the 10 s limit"),
+    "crash": (0, "failed", "the kernel died"),
+    "greedy": (3, "graded", "ran out of memory"),
+    "snoop": (3, "graded", None),
+    "traceback": (0, "graded", None),
+}
+
+
+def _tiny_source():
+    notebook = nbformat.read(notebook_path(CHAPTER), 4)
+    notebook.cells = [nbformat.v4.new_markdown_cell("# A tiny assignment")] \
+        + [c for c in notebook.cells
+           if c.metadata.get("nbgrader", {}).get("grade_id") in KEEP]
+    _cell(notebook, "setup").source = SETUP
+    return notebook
+
+
+def _answer(notebook, source):
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "softmax":
+            cell.source = source
+    return notebook
+
+
+def _cell(notebook, grade_id):
+    return next(c for c in notebook.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _write_class(course, released):
+    import course_lib
+
+    package = (ROOT / "course_lib").resolve()
+    assert package == __import__("pathlib").Path(
+        course_lib.__file__).resolve().parent
+    answers = {
+        "right": RIGHT, "wrong": WRONG, "oldformat": RIGHT,
+        "renamed": RIGHT, "loop": "while True:\n    pass\n" + RIGHT,
+        "crash": "import os\nos._exit(1)\n",
+        "greedy": RIGHT + "print('x' * 3_000_000)\n"
+        "blob = bytearray(64 * 2**30)\n",
+        "snoop": SNOOP.format(course=course, package=package),
+        "traceback": TRACEBACK,
+    }
+    notebooks = {s: _answer(released, a) for s, a in answers.items()}
+    notebooks["unanswered"] = released
+    edited = _answer(released, WRONG)
+    _cell(edited, "test_softmax").source = "pass"
+    notebooks["editedtest"] = edited
+    deleted = _answer(released, WRONG)
+    deleted.cells.remove(_cell(deleted, "test_softmax"))
+    notebooks["deletedtest"] = deleted
+    shuffled = _answer(released, RIGHT)
+    test = _cell(shuffled, "test_softmax")
+    shuffled.cells.remove(test)
+    shuffled.cells.insert(1, test)
+    copy = nbformat.from_dict(json.loads(json.dumps(
+        _cell(shuffled, "softmax"))))
+    copy.id = "a-copy"
+    shuffled.cells.append(copy)
+    notebooks["shuffled"] = shuffled
+    for student, notebook in notebooks.items():
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        name = "my_work" if student == "renamed" else NAME
+        if student == "oldformat":
+            nbformat.write(nbformat.convert(notebook, 3),
+                           folder / f"{name}.ipynb", version=3)
+        else:
+            nbformat.write(notebook, folder / f"{name}.ipynb")
+    folder = course / "submitted" / "notjson" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / f"{NAME}.ipynb").write_text('{"cells": [')
+    folder = course / "submitted" / "missing" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("I forgot to attach it")
+
+
+def _make_course(path):
+    source = path / "solutions" / ASSIGNMENT
+    source.mkdir(parents=True)
+    nbformat.write(_tiny_source(), source / f"{NAME}.ipynb")
+    shutil.copy(ROOT / "nbgrader_config.py", path)
+    released = release.generate(ASSIGNMENT, root=path,
+                                destination=path / "chapters" / ASSIGNMENT)
+    _write_class(path, nbformat.read(released / f"{NAME}.ipynb", 4))
+    return path
+
+
+def _scores(db_url):
+    with Gradebook(db_url) as gradebook:
+        return {s.student.id: {g.name: g.auto_score
+                               for nb in s.notebooks for g in nb.grades}
+                for s in gradebook.assignment_submissions(ASSIGNMENT)}
+
+
+def _options(course, **kwargs):
+    return Options(root=course, timeout=10, progress=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def parallel(tmp_path_factory):
+    course = _make_course(tmp_path_factory.mktemp("class") / "course")
+    outcomes = grade_class(_options(course, jobs=2))
+    print(summary(outcomes))
+    return course, {o.student: o for o in outcomes}
+
+
+@pytest.fixture(scope="module")
+def pg_server():
+    bindir, why = postgres.find_or_install()
+    if bindir is None:
+        yield None, why
+        return
+    with postgres.server(bindir) as url:
+        yield url, None
+
+
+@pytest.fixture(scope="module")
+def serial(parallel, pg_server, tmp_path_factory):
+    course, _ = parallel
+    copy = tmp_path_factory.mktemp("serial") / "course"
+    shutil.copytree(course / "solutions", copy / "solutions")
+    for student in SERIAL:
+        shutil.copytree(course / "submitted" / student,
+                        copy / "submitted" / student)
+    shutil.copy(course / "nbgrader_config.py", copy)
+    url = pg_server[0] or f"sqlite:///{copy / 'gradebook.db'}"
+    outcomes = grade_class(_options(copy, jobs=1, db_url=url))
+    return copy, url, {o.student: o for o in outcomes}
+
+
+def test_every_submission_gets_its_score_and_reason(parallel):
+    course, outcomes = parallel
+    assert sorted(outcomes) == sorted(EXPECTED)
+    scores = _scores(f"sqlite:///{course / 'gradebook.db'}")
+    for student, (score, status, reason) in EXPECTED.items():
+        outcome = outcomes[student]
+        assert scores[student]["test_softmax"] == score, (student, outcome)
+        assert outcome.status == status, (student, outcome)
+        text = "; ".join(outcome.reasons)
+        if reason:
+            assert reason in text, (student, text)
+        else:
+            assert not outcome.reasons, (student, text)
+    assert "duplicated" in "; ".join(outcomes["shuffled"].reasons)
+    assert "MB of output" in "; ".join(outcomes["greedy"].reasons)
+    assert outcomes["right"].max_score == 5
+
+
+def test_csv_and_feedback(parallel):
+    course, _ = parallel
+    rows = (course / "grades.csv").read_text().splitlines()
+    assert rows[0].startswith("assignment,duedate,timestamp,student_id")
+    assert len(rows) == 1 + len(EXPECTED)
+    pages = {s: (course / "feedback" / s / ASSIGNMENT / f"{NAME}.html")
+             .read_text() for s in EXPECTED}
+    for page in pages.values():
+        assert "hidden=True" not in page and "HIDDEN TESTS" not in page
+    assert "3 / 3" in pages["right"]
+    assert "no maximum subtracted" in pages["wrong"]
+    assert "not implemented yet" in pages["unanswered"]
+    assert "not valid JSON" in pages["notjson"]
+    assert "0 / 3" in pages["traceback"]
+    graded = course / "autograded" / "right" / ASSIGNMENT / f"{NAME}.ipynb"
+    assert graded.is_file()
+
+
+def test_serial_grades_equal_parallel_grades(parallel, serial):
+    course, outcomes = parallel
+    copy, url, serial_outcomes = serial
+    parallel_scores = _scores(f"sqlite:///{course / 'gradebook.db'}")
+    assert _scores(url) == {s: parallel_scores[s] for s in SERIAL}
+    assert {s: (o.status, o.score, o.reasons)
+            for s, o in serial_outcomes.items()} == {
+        s: (outcomes[s].status, outcomes[s].score, outcomes[s].reasons)
+        for s in SERIAL}
+
+
+def test_postgresql_gradebook(serial, pg_server):
+    url, why = pg_server
+    if url is None:
+        pytest.skip(f"no PostgreSQL server: {why}")
+    copy, used, outcomes = serial
+    assert used.startswith("postgresql://")
+    assert not (copy / "gradebook.db").exists()
+    assert _scores(used)["right"]["test_softmax"] == 3
+    assert len((copy / "grades.csv").read_text().splitlines()) == \
+        1 + len(SERIAL)
+
+
+def test_rerun_grades_only_what_changed(parallel):
+    course, _ = parallel
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    before = _scores(db)
+    again = {o.student: o for o in grade_class(_options(course, jobs=2))}
+    assert {o.status for o in again.values()} == {"unchanged"}
+    assert _scores(db) == before
+    path = course / "submitted" / "unanswered" / ASSIGNMENT / f"{NAME}.ipynb"
+    nbformat.write(_answer(nbformat.read(path, 4), RIGHT), path)
+    again = {o.student: o for o in grade_class(_options(course, jobs=2))}
+    changed = {s for s, o in again.items() if o.status != "unchanged"}
+    assert changed == {"unanswered"}
+    assert _scores(db)["unanswered"]["test_softmax"] == 3
+
+
+def test_repair_restores_the_instructors_cells():
+    released = nbformat.read(notebook_path(CHAPTER, "chapters"), 4)
+    mine = _answer(released, RIGHT)
+    test = _cell(mine, "test_softmax")
+    test.source = "pass"
+    mine.cells.remove(test)
+    mine.cells.insert(0, test)
+    helper = nbformat.v4.new_code_cell("HELPER = 1")
+    mine.cells.insert(mine.cells.index(_cell(mine, "softmax")) + 1, helper)
+    fixed, reasons = repair.repair(mine, released)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id")
+           for c in fixed.cells]
+    assert ids.index("softmax") < ids.index("test_softmax")
+    assert _cell(fixed, "test_softmax").source == \
+        _cell(released, "test_softmax").source
+    assert _cell(fixed, "softmax").source == RIGHT
+    position = [c.source for c in fixed.cells].index("HELPER = 1")
+    assert ids[position - 1] == "softmax"
+    assert any("moved" in r for r in reasons)
+    assert any("edited" in r for r in reasons)
+
+
+def test_unreadable_submissions_raise(tmp_path):
+    path = tmp_path / "x.ipynb"
+    path.write_text("[1, 2]")
+    with pytest.raises(repair.Unreadable, match="not a Jupyter notebook"):
+        repair.read_submission(path)
+    with pytest.raises(ValueError, match="unknown assignments"):
+        grade_class(Options(root=ROOT, assignments=("99_none",)))
