@@ -111,7 +111,14 @@ def nbgrader(args, *, cwd):
     return result
 
 
-def make_template(course, assignment, scratch, *, settings=""):
+def source_hash(course, assignment, *, settings=""):
+    """What a grade depends on besides the submission: the assignment's
+    source folder, the nbgrader configuration and the grading settings."""
+    return hash_folder(course.root / course.source / assignment,
+                       (course.root / CONFIG).read_text(), settings)
+
+
+def make_template(course, assignment, scratch, *, source_hash):
     """Release ``assignment`` into a scratch course with its own gradebook.
 
     Workers copy this gradebook; the instructor's solutions stay out of
@@ -135,9 +142,7 @@ def make_template(course, assignment, scratch, *, settings=""):
                  for p in sorted(released.glob("*.ipynb"))}
     for path in (root / course.source / assignment).rglob("*.ipynb"):
         path.unlink()  # workers never see the solutions
-    digest = hash_folder(source, (course.root / CONFIG).read_text(),
-                         settings)
-    return Template(assignment, root, db, notebooks, digest)
+    return Template(assignment, root, db, notebooks, source_hash)
 
 
 def register(course, template):

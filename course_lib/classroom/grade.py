@@ -72,24 +72,58 @@ def grade_class(options):
     if options.collect:
         collect(course, names, Path(options.collect), options.collect_regex)
     state = C.load_state(course)
-    found = C.submissions(course, names)
     settings = f"{options.timeout}/{options.memory_mb}/{options.isolate}"
+    sources = {n: C.source_hash(course, n, settings=settings) for n in names}
+    outcomes, todo = _triage(course, options, state, sources,
+                             C.submissions(course, names))
+    if not todo:
+        from nbgrader.api import Gradebook
+
+        with Gradebook(course.db_url) as gradebook:
+            record.export_csv(gradebook, course.root / "grades.csv")
+        return sorted(outcomes, key=lambda o: (o.assignment, o.student))
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
     try:
-        templates = _templates(course, sorted({a for a, _, _ in found}),
-                               scratch, state, settings)
-        return _grade(course, options, state, found, templates, scratch)
+        templates = _templates(course, sorted({a for a, _, _, _ in todo}),
+                               scratch, state, sources)
+        tasks = [_task(course, templates[a], s, folder,
+                       scratch / "work" / str(k), digest)
+                 for k, (a, s, folder, digest) in enumerate(todo)]
+        outcomes += _grade(course, options, state, tasks, templates,
+                           scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    outcomes.sort(key=lambda o: (o.assignment, o.student))
+    return outcomes
 
 
-def _templates(course, names, scratch, state, settings):
+def _triage(course, options, state, sources, found):
+    """Outcomes of the unchanged submissions, and the rest to grade."""
+    from nbgrader.api import Gradebook
+
+    outcomes, todo = [], []
+    with Gradebook(course.db_url) as gradebook:
+        for assignment, student, folder in found:
+            digest = C.hash_folder(folder)
+            before = state["submissions"].get(f"{assignment}/{student}", {})
+            if (not options.force and before.get("hash") == digest
+                    and before.get("source") == sources[assignment]
+                    and record.is_graded(gradebook, assignment, student)):
+                outcomes.append(Outcome(
+                    assignment, student, "unchanged", before["score"],
+                    before["max_score"], list(before.get("reasons", []))))
+            else:
+                todo.append((assignment, student, folder, digest))
+    return outcomes, todo
+
+
+def _templates(course, names, scratch, state, sources):
     from nbgrader.api import Gradebook, MissingEntry
 
     templates = {}
     for name in names:
         template = C.make_template(course, name, scratch,
-                                   settings=settings)
+                                   source_hash=sources[name])
         with Gradebook(course.db_url) as gradebook:
             try:
                 gradebook.find_assignment(name)
@@ -105,26 +139,10 @@ def _templates(course, names, scratch, state, settings):
     return templates
 
 
-def _grade(course, options, state, found, templates, scratch):
+def _grade(course, options, state, tasks, templates, scratch):
     from nbgrader.api import Gradebook
 
-    outcomes, tasks = [], []
-    with Gradebook(course.db_url) as gradebook:
-        for index, (assignment, student, folder) in enumerate(found):
-            key = f"{assignment}/{student}"
-            digest = C.hash_folder(folder)
-            source = templates[assignment].source_hash
-            before = state["submissions"].get(key, {})
-            if (not options.force and before.get("hash") == digest
-                    and before.get("source") == source
-                    and record.is_graded(gradebook, assignment, student)):
-                outcomes.append(Outcome(
-                    assignment, student, "unchanged", before["score"],
-                    before["max_score"], list(before.get("reasons", []))))
-                continue
-            tasks.append(_task(course, templates[assignment], student,
-                               folder, scratch / "work" / str(index),
-                               digest))
+    outcomes = []
     jobs = options.jobs or os.cpu_count() or 1
     settings = {"scratch": str(scratch), "memory_mb": options.memory_mb,
                 "timeout": options.timeout, "isolate": options.isolate,
@@ -154,7 +172,6 @@ def _grade(course, options, state, found, templates, scratch):
         bar.close()
         record.export_csv(gradebook, course.root / "grades.csv")
     C.save_state(course, state)
-    outcomes.sort(key=lambda o: (o.assignment, o.student))
     return outcomes
 
 
