@@ -9,13 +9,16 @@ CHAPTERS := $(notdir $(wildcard solutions/[0-9][0-9]_*))
 # nbgrader calls helpers (alembic) by name: the venv's bin comes first.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup book book-solutions browser test lint release lock clean
+.PHONY: help setup book book-solutions browser test lint release lock clean \
+	grade bench-grade
 
 help:
 	@echo "make book     build the book (executes the chapters)"
 	@echo "make book-solutions  the instructors' edition (from solutions/)"
 	@echo "make test     run the whole test suite"
 	@echo "make release  regenerate chapters/ from solutions/ (nbgrader)"
+	@echo "make grade    autograde submitted/ in parallel (ARGS=--jobs 4 ...)"
+	@echo "make bench-grade  time make grade against serial nbgrader"
 	@echo "make lint     ruff over course_lib, tests and notebooks"
 	@echo "make lock     re-pin constraints.txt from requirements.txt"
 
@@ -51,6 +54,14 @@ test: $(STAMP) browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check course_lib tests solutions
+
+# Grade the class: every submission in submitted/<student>/<assignment>/,
+# e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".
+grade: $(STAMP)
+	$(BIN)/python -m course_lib.classroom $(ARGS)
+
+bench-grade: $(STAMP)
+	$(BIN)/python benchmarks/grade_class.py $(ARGS)
 
 release: $(STAMP)
 	$(BIN)/python -m course_lib.release $(CHAPTERS)
