@@ -17,7 +17,14 @@ from nbgrader.api import Gradebook
 
 from course_lib import release
 from course_lib.classroom import repair
-from course_lib.classroom.grade import Options, grade_class, summary
+from course_lib.classroom.course import load_course
+from course_lib.classroom.grade import (
+    DEFAULT_REGEX,
+    Options,
+    collect,
+    grade_class,
+    summary,
+)
 from tests import postgres
 from tests.nbgrading import ROOT, notebook_path
 
@@ -304,3 +311,20 @@ def test_unreadable_submissions_raise(tmp_path):
         repair.read_submission(path)
     with pytest.raises(ValueError, match="unknown assignments"):
         grade_class(Options(root=ROOT, assignments=("99_none",)))
+
+
+def test_lms_downloads_are_collected(tmp_path):
+    course = tmp_path / "course"
+    source = course / "solutions" / ASSIGNMENT
+    source.mkdir(parents=True)
+    nbformat.write(_tiny_source(), source / f"{NAME}.ipynb")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    released = release.generate(ASSIGNMENT, root=course,
+                                destination=course / "chapters" / ASSIGNMENT)
+    archive = tmp_path / "downloads" / ASSIGNMENT / "archive"
+    archive.mkdir(parents=True)
+    shutil.copy(released / f"{NAME}.ipynb", archive / f"zoe_{NAME}.ipynb")
+    collect(load_course(course), [ASSIGNMENT], tmp_path / "downloads",
+            DEFAULT_REGEX)
+    assert (course / "submitted" / "zoe" / ASSIGNMENT
+            / f"{NAME}.ipynb").is_file()

@@ -23,7 +23,9 @@ from pathlib import Path
 from course_lib.classroom import course as C
 from course_lib.classroom import feedback, record
 
-DEFAULT_REGEX = r"^(?P<student_id>[^_]+)_(?P<file_id>.+\.ipynb)$"
+# nbgrader matches it against each downloaded file's absolute path:
+# "downloads/<assignment>/archive/<student>_<notebook>.ipynb".
+DEFAULT_REGEX = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+\.ipynb)$"
 
 
 @dataclass
@@ -336,10 +338,12 @@ def collect(course, names, folder, regex):
     ``submitted/`` with ``nbgrader zip_collect``."""
     if not folder.is_dir():
         raise ValueError(f"expected a folder of downloads, got {folder}")
+    # nbgrader takes the folder relative to the course's root
+    relative = os.path.relpath(folder.resolve(), course.root)
     for name in names:
         if (folder / name).is_dir():
             C.nbgrader(["zip_collect", name, "--force",
-                        f"--ZipCollectApp.downloaded_directory={folder}",
+                        f"--ZipCollectApp.downloaded_directory={relative}",
                         f"--FileNameCollectorPlugin.named_regexp={regex}"],
                        cwd=course.root)
 
