@@ -65,10 +65,11 @@ def _api(course_root, db, timeout):
 def _find_notebook(folder, name, all_names):
     """The submitted file for notebook ``name`` and a reason, if any."""
     path = folder / f"{name}.ipynb"
-    if path.is_file():
+    if path.is_file() and not path.is_symlink():
         return path, None
     others = [p for p in sorted(folder.glob("*.ipynb"))
-              if p.stem not in all_names]
+              if p.stem not in all_names and p.is_file()
+              and not p.is_symlink()]
     if len(all_names) == 1 and len(others) == 1:
         return others[0], (f"notebook renamed to {others[0].name}: "
                            f"graded as {name}.ipynb")
@@ -102,7 +103,8 @@ def prepare(task, course_root):
         nbformat.write(notebook, target / f"{name}.ipynb")
         written = True
     for path in source.iterdir():
-        if (path.is_file() and path.suffix != ".ipynb"
+        if (path.is_file() and not path.is_symlink()
+                and path.suffix != ".ipynb"
                 and path.stat().st_size <= MAX_EXTRA_FILE):
             shutil.copy(path, target / path.name)
     return reasons, written
