@@ -451,6 +451,11 @@ TYPESET = """async () => {
                  .map(m => m.textContent.slice(0, 80)),
         errors: Array.from(document.querySelectorAll('mjx-merror'))
                  .map(m => m.textContent.slice(0, 80)),
+        // A backslash that MathJax printed (an escape inside text mode).
+        backslashes: Array.from(document.querySelectorAll(
+                 'mjx-assistive-mml')).map(m => m.textContent)
+                 .filter(t => t.includes(String.fromCharCode(92)))
+                 .map(t => t.slice(0, 80)),
         containers: document.querySelectorAll('mjx-container').length,
     };
 }"""
@@ -487,6 +492,8 @@ def test_page_in_a_browser(page, server, name):
     math = page.evaluate(TYPESET)
     assert not math["raw"], f"math left as TeX: {math['raw'][:3]}"
     assert not math["errors"], f"TeX errors: {math['errors'][:3]}"
+    assert not math["backslashes"], (
+        f"TeX shown literally: {math['backslashes'][:3]}")
     if math["math"]:
         assert math["containers"] >= math["math"]
     raw = page.evaluate(RAW_TEX, TEX_PATTERN)
