@@ -143,23 +143,35 @@ def test_every_chapter_and_page_is_in_the_book(student_html):
 
 
 def test_every_narrative_cell_ran(student_html):
-    """Every code cell without ``skip-execution`` has run, without error,
-    and exercise and test cells have not."""
+    """Every chapter's outputs come from running its current code with the
+    current course_lib: every code cell without ``skip-execution`` ran,
+    without error, and exercise and test cells did not."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache_path = BUILD / ".jupyter_cache"
+    cache = get_cache(str(cache_path))
+    recorded = json.loads((cache_path / book.FINGERPRINTS).read_text())
     for chapter in CHAPTERS:
-        executed = BUILD / "jupyter_execute" / f"{chapter}.ipynb"
-        assert executed.is_file(), f"{chapter} was not executed"
-        for i, cell in enumerate(_notebook(executed)["cells"]):
-            if cell["cell_type"] != "code":
+        path = ROOT / f"{chapter}.ipynb"
+        assert recorded.get(chapter) == book.notebook_fingerprint(path), (
+            f"{chapter} was not executed with the current course_lib")
+        try:
+            record = cache.match_cache_notebook(
+                nbformat.read(str(path), as_version=4))
+        except KeyError:
+            pytest.fail(f"{chapter}: no executed copy of its current code")
+        executed = cache.get_cache_bundle(record.pk).nb
+        for i, cell in enumerate(executed.cells):
+            if cell.cell_type != "code":
                 continue
-            skipped = SKIP_TAG in cell["metadata"].get("tags", [])
             where = f"{chapter}, cell {i}"
-            if skipped:
-                assert not cell["outputs"], f"{where} ran but is skipped"
+            if SKIP_TAG in cell.metadata.get("tags", []):
+                assert not cell.outputs, f"{where} ran but is skipped"
                 continue
-            assert cell["execution_count"] is not None, f"{where} never ran"
-            errors = [o for o in cell["outputs"]
-                      if o["output_type"] == "error"]
-            assert not errors, f"{where}: {errors[0]['ename']}"
+            assert cell.execution_count is not None, f"{where} never ran"
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            assert not errors, f"{where}: {errors[0].ename}"
 
 
 def test_no_page_shows_an_error(student_html):
