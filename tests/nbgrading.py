@@ -65,18 +65,35 @@ def _run(args, cwd):
     return result
 
 
-def grade_chapter(chapter, submissions, workdir, jobs=None):
+def lean(notebook):
+    """A copy of ``notebook`` without its narrative code cells.
+
+    What is left (markdown, the setup cell, the solution and test cells)
+    is all that grading an exercise depends on, since narrative cells
+    call the reference, never the student's code. The catalogue of
+    answers is graded on lean notebooks: a few seconds each, not a
+    minute.
+    """
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    notebook.cells = [cell for cell in notebook.cells
+                      if cell.cell_type != "code"
+                      or cell.metadata.get("nbgrader")]
+    return notebook
+
+
+def grade_chapter(chapter, submissions, workdir, jobs=None, source=None):
     """Autograde ``{student: notebook}``; return ``{student: Result}``.
 
     The students are dealt to ``jobs`` course copies (default: the number
     of CPUs) that nbgrader grades side by side, each with its own
     gradebook, since one SQLite gradebook takes one writer at a time.
+    ``source`` replaces the chapter's source notebook (e.g. ``lean``).
     """
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
     students = sorted(submissions)
     shares = [students[k::jobs] for k in range(jobs)]
     courses = [_prepare_course(chapter, {s: submissions[s] for s in share},
-                               Path(workdir) / f"{chapter}-{k}")
+                               Path(workdir) / f"{chapter}-{k}", source)
                for k, share in enumerate(shares)]
     nbgrader = str(BIN / "nbgrader")
     env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
@@ -94,11 +111,14 @@ def grade_chapter(chapter, submissions, workdir, jobs=None):
     return results
 
 
-def _prepare_course(chapter, submissions, course):
+def _prepare_course(chapter, submissions, course, source=None):
     if course.exists():
         shutil.rmtree(course)
     shutil.copytree(ROOT / "solutions" / chapter,
                     course / "solutions" / chapter)
+    if source is not None:
+        nbformat.write(source, course / "solutions" / chapter
+                       / notebook_path(chapter).name)
     shutil.copy(ROOT / "nbgrader_config.py", course)
     _run([str(BIN / "nbgrader"), "generate_assignment", chapter, "--force",
           "--log-level=ERROR"], course)

@@ -16,7 +16,13 @@ import pytest
 
 from course_lib import release
 from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, NOTEBOOK_CHEATS, WRONG
-from tests.nbgrading import ROOT, grade_chapter, notebook_path, with_answers
+from tests.nbgrading import (
+    ROOT,
+    grade_chapter,
+    lean,
+    notebook_path,
+    with_answers,
+)
 
 CHAPTERS = sorted(
     p.name for p in (ROOT / "solutions").iterdir()
@@ -86,10 +92,18 @@ def build_submissions(chapter):
 
 @pytest.fixture(scope="module", params=CHAPTERS)
 def graded(request, tmp_path_factory):
+    """The whole solution and the released notebook run every cell; the
+    catalogue's answers are graded on lean notebooks (see ``lean``)."""
     chapter = request.param
     submissions, expectations = build_submissions(chapter)
-    results = grade_chapter(chapter, submissions,
+    whole = ("solution", "unanswered")
+    results = grade_chapter(chapter, {s: submissions[s] for s in whole},
                             tmp_path_factory.mktemp("course"))
+    catalogue = {s: lean(nb) for s, nb in submissions.items()
+                 if s not in whole}
+    results.update(grade_chapter(
+        chapter, catalogue, tmp_path_factory.mktemp("course"),
+        source=lean(nbformat.read(notebook_path(chapter), 4))))
     return chapter, results, expectations
 
 
