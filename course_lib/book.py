@@ -19,9 +19,9 @@ Sphinx warning or an error in an executed cell fails the build.
 The instructors' edition renders ``solutions/`` instead, from a staged
 copy in which each solution and test cell is tagged ``hide-input`` (shown
 behind a toggle) and each model answer is wrapped in a dropdown. It is not
-executed: narrative outputs are copied from the student edition's executed
-notebooks when ``_build/jupyter_execute`` has them (matching cells by id),
-and are absent otherwise.
+executed: narrative outputs are copied, cell by cell (by id), from the
+student edition's execution cache (``_build/.jupyter_cache``) when it
+holds the current chapter, and are absent otherwise.
 """
 
 import argparse
@@ -248,24 +248,34 @@ def _answer_dropdown(source):
             ":class: dropdown tip\n\n" + body + "\n:::\n")
 
 
-def _executed_outputs(executed_path):
-    """Outputs of an executed student notebook, by cell id."""
-    if not executed_path.exists():
+def _executed_outputs(student_notebook, cache_path):
+    """Outputs of the student notebook's executed copy in the execution
+    cache, by cell id (empty when the cache has none for its code)."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    if not (Path(cache_path).exists() and Path(student_notebook).exists()):
         return {}
-    notebook = json.loads(executed_path.read_text())
+    cache = get_cache(str(cache_path))
+    try:
+        record = cache.match_cache_notebook(
+            nbformat.read(str(student_notebook), as_version=4))
+    except KeyError:
+        return {}
+    executed = cache.get_cache_bundle(record.pk).nb
     return {
         cell["id"]: (cell.get("outputs", []), cell.get("execution_count"))
-        for cell in notebook["cells"]
+        for cell in executed.cells
         if cell["cell_type"] == "code" and "id" in cell
     }
 
 
-def stage_solutions_notebook(source, destination, executed=None):
+def stage_solutions_notebook(source, destination, outputs=None):
     """Copy a solutions notebook for the instructors' edition: toggles on
     solutions and tests, dropdowns on model answers, narrative outputs
-    from ``executed`` (the student edition's executed notebook)."""
+    from ``outputs`` (cell id -> (outputs, execution count))."""
     notebook = json.loads(Path(source).read_text())
-    outputs = _executed_outputs(Path(executed)) if executed else {}
+    outputs = outputs or {}
     for cell in notebook["cells"]:
         if _solution_cell(cell):
             if cell["cell_type"] == "code":
@@ -281,7 +291,7 @@ def stage_solutions_notebook(source, destination, executed=None):
     destination.write_text(json.dumps(notebook, indent=1) + "\n")
 
 
-def stage_solutions(root=ROOT, staging=None, executed_root=None):
+def stage_solutions(root=ROOT, staging=None, cache_path=None):
     """Lay out the instructors' edition's sources in ``staging``: the
     book's pages, and ``solutions/`` staged under ``chapters/`` so that
     the same table of contents applies."""
@@ -289,7 +299,7 @@ def stage_solutions(root=ROOT, staging=None, executed_root=None):
 
     root = Path(root)
     staging = Path(staging)
-    executed_root = Path(executed_root or root / "_build" / "jupyter_execute")
+    cache_path = Path(cache_path or root / "_build" / ".jupyter_cache")
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
@@ -308,9 +318,8 @@ def stage_solutions(root=ROOT, staging=None, executed_root=None):
     for chapter in sorted((root / "solutions").glob("[0-9][0-9]_*")):
         for notebook in chapter.glob("*.ipynb"):
             relative = Path("chapters") / chapter.name / notebook.name
-            stage_solutions_notebook(
-                notebook, staging / relative, executed_root / relative
-            )
+            outputs = _executed_outputs(root / relative, cache_path)
+            stage_solutions_notebook(notebook, staging / relative, outputs)
     return staging
 
 

@@ -391,6 +391,8 @@ def test_instructors_edition_shows_solutions_behind_toggles(
         assert "BEGIN SOLUTION" in hidden_text, chapter
         answers = soup.select("div.admonition.dropdown")
         assert answers, f"{chapter}: no model answer in a dropdown"
+        # Not executed, but with the student edition's outputs.
+        assert soup.select("div.cell_output img"), f"{chapter}: no figure"
     shown = _norm(" ".join(_text(p) for p in _html_files(solutions_html)))
     missing = [line for key, line in all_secrets.items() if key not in shown]
     assert not missing, f"not in the instructors' edition: {missing[:5]}"
