@@ -12,8 +12,8 @@ from course_lib.grading.common import (
     masked_weights_are_zero,
     prepare_module,
     randn,
-    random_mask,
     rows_sum_to_one,
+    token_module_cases,
 )
 from course_lib.grading.engine import Case, Exercise, Misconception
 
@@ -141,34 +141,19 @@ def _wrong(**options):
     return lambda module, X, mask=None: _mha_with(module, X, mask, **options)
 
 
-def _mha_cases(specs, seed):
-    cases = []
-    for i, (label, init, shape, dtype, mask) in enumerate(specs):
-        X = randn(*shape, init["d_model"], seed=seed + i, dtype=dtype)
-        N = shape[-1]
-        if mask == "causal":
-            args = (X, ref_attention.causal_mask(N))
-        elif mask == "random":
-            args = (X, random_mask(shape[0], N, N, seed=seed + 50 + i))
-        else:
-            args = (X,)
-        cases.append(Case(label, args, init=init))
-    return cases
-
-
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention",
     reference=None,
     prepare=prepare_module(
         ref.MultiHeadAttention, _layers, "MultiHeadAttention"
     ),
-    visible=lambda: _mha_cases([
+    visible=lambda: token_module_cases([
         ("d_model=8, 2 heads, 5 tokens", {"d_model": 8, "n_heads": 2},
          (5,), torch.float32, None),
         ("a causal mask", {"d_model": 6, "n_heads": 3}, (2, 4),
          torch.float32, "causal"),
     ], seed=100),
-    hidden=lambda: _mha_cases([
+    hidden=lambda: token_module_cases([
         ("4 heads in float64", {"d_model": 12, "n_heads": 4}, (2, 6), F64,
          None),
         ("1 head", {"d_model": 6, "n_heads": 1}, (2, 5), torch.float32,

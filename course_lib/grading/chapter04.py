@@ -5,7 +5,6 @@ a time; masks are bool, ``True`` where a query may attend."""
 
 import torch
 
-from course_lib import attention as ref_attention
 from course_lib import layers as ref
 from course_lib.grading import _trusted as T
 from course_lib.grading.common import (
@@ -14,7 +13,7 @@ from course_lib.grading.common import (
     build,
     prepare_module,
     randn,
-    random_mask,
+    token_module_cases,
 )
 from course_lib.grading.engine import (
     Case,
@@ -350,21 +349,6 @@ def _wrong_layer(name, advice, **options):
         lambda layer, X, mask=None: _layer_with(layer, X, mask, **options))
 
 
-def _layer_cases(specs, seed):
-    cases = []
-    for i, (label, init, shape, dtype, mask) in enumerate(specs):
-        X = randn(*shape, init["d_model"], seed=seed + i, dtype=dtype)
-        N = shape[-1]
-        if mask == "causal":
-            args = (X, ref_attention.causal_mask(N))
-        elif mask == "random":
-            args = (X, random_mask(shape[0], N, N, seed=seed + 50 + i))
-        else:
-            args = (X,)
-        cases.append(Case(label, args, init=init))
-    return cases
-
-
 def _init(d_model, n_heads, d_ff, norm_first=None):
     init = {"d_model": d_model, "n_heads": n_heads, "d_ff": d_ff}
     if norm_first is not None:
@@ -376,13 +360,13 @@ TRANSFORMER_LAYER = Exercise(
     name="TransformerLayer",
     reference=None,
     prepare=_prepare_layer,
-    visible=lambda: _layer_cases([
+    visible=lambda: token_module_cases([
         ("post-LN: d_model=8, 2 heads, d_ff=16, 5 tokens", _init(8, 2, 16),
          (5,), F32, None),
         ("pre-LN (norm_first=True), a causal mask, a (2, 5) batch",
          _init(8, 2, 16, True), (2, 5), F32, "causal"),
     ], seed=400),
-    hidden=lambda: _layer_cases([
+    hidden=lambda: token_module_cases([
         ("pre-LN with a causal mask in float64", _init(12, 3, 24, True),
          (2, 6), F64, "causal"),
         ("post-LN with a causal mask", _init(8, 2, 32), (2, 6), F32,

@@ -2,8 +2,9 @@
 
 import torch
 
+from course_lib import attention as ref_attention
 from course_lib.grading import _trusted as T
-from course_lib.grading.engine import GradingError, as_array
+from course_lib.grading.engine import Case, GradingError, as_array
 
 F32, F64 = torch.float32, torch.float64
 
@@ -20,6 +21,28 @@ def random_mask(*shape, seed, p=0.6):
     mask = T.torch_rand(*shape, generator=g) < p
     mask[..., 0] = True
     return mask
+
+
+def token_module_cases(specs, seed):
+    """Cases for a module called as ``module(X)`` or ``module(X, mask)``.
+
+    Each spec is ``(label, init, shape, dtype, mask)``: ``init`` holds the
+    constructor's keywords (with ``d_model``), ``shape`` the leading
+    dimensions of ``X`` ending with ``N``, and ``mask`` is ``None``,
+    ``"causal"`` or ``"random"``.
+    """
+    cases = []
+    for i, (label, init, shape, dtype, mask) in enumerate(specs):
+        X = randn(*shape, init["d_model"], seed=seed + i, dtype=dtype)
+        N = shape[-1]
+        if mask == "causal":
+            args = (X, ref_attention.causal_mask(N))
+        elif mask == "random":
+            args = (X, random_mask(shape[0], N, N, seed=seed + 50 + i))
+        else:
+            args = (X,)
+        cases.append(Case(label, args, init=init))
+    return cases
 
 
 def rows_sum_to_one(index, name="weights"):
