@@ -40,7 +40,9 @@ def rows(released, result, name):
         if kind == "test" and (failed or score is None):
             score = 0.0
         if kind == "written":
-            lines = ["graded by hand"]
+            unanswered = found.get("comments", {}).get(grade_id)
+            lines = ["no answer given" if unanswered == "No response."
+                     else "graded by hand: see your grader's comments"]
         elif messages.get(grade_id):
             lines = [_clean(m) for m in messages[grade_id]]
         elif failed:
