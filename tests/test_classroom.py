@@ -16,7 +16,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from course_lib import release
-from course_lib.classroom import repair
+from course_lib.classroom import feedback, repair
 from course_lib.classroom.course import load_course
 from course_lib.classroom.grade import (
     DEFAULT_REGEX,
@@ -328,3 +328,18 @@ def test_lms_downloads_are_collected(tmp_path):
             DEFAULT_REGEX)
     assert (course / "submitted" / "zoe" / ASSIGNMENT
             / f"{NAME}.ipynb").is_file()
+
+
+def test_feedback_names_hidden_checks_without_quoting_them():
+    released = nbformat.read(notebook_path(CHAPTER, "chapters"), 4)
+    result = {"status": "graded", "reasons": ["cells were moved"],
+              "notebooks": {"n": {"grades": {"test_softmax": [0, 3]}}},
+              "messages": {"n": {"test_softmax": [
+                  "UnverifiedResult: check('softmax', softmax, "
+                  "hidden=True) did not report a verified result"]}}}
+    page = feedback.render(assignment="a", student="<s>",
+                           notebooks={"n": released}, result=result)
+    assert "hidden=True" not in page
+    assert "the hidden tests of softmax did not report" in page
+    assert "cells were moved" in page and "&lt;s&gt;" in page
+    assert "0 / 3" in page

@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from course_lib.classroom.grade import DEFAULT_REGEX, Options, grade_class
@@ -43,6 +44,11 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
+    # nbgrader's gradebook API trips SQLAlchemy warnings that say nothing
+    # to an instructor.
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", category=SAWarning)
     options = Options(
         root=args.course, assignments=tuple(args.assignments),
         jobs=args.jobs, force=args.force, db_url=args.db,
