@@ -78,6 +78,7 @@ EXPECTED = {
     "loop": (0, "graded", "ran past the 10 s limit"),
     "crash": (0, "failed", "the kernel died"),
     "greedy": (3, "graded", "ran out of memory"),
+    "flood": (3, "graded", "over 5 MB of output: the rest was dropped"),
     "snoop": (3, "graded", None),
     "traceback": (0, "graded", None),
 }
@@ -117,6 +118,7 @@ def _write_class(course, released):
         "crash": "import os\nos._exit(1)\n",
         "greedy": RIGHT + "print('x' * 3_000_000)\n"
         "blob = bytearray(64 * 2**30)\n",
+        "flood": RIGHT + "for _ in range(3000):\n    print('x' * 10_000)\n",
         "snoop": SNOOP.format(course=course, package=package),
         "traceback": TRACEBACK,
     }

@@ -85,13 +85,17 @@ def submissions(course, assignment_ids):
 
 
 def hash_folder(folder, *extra):
-    """SHA-256 of a folder's file names and bytes (and ``extra`` text)."""
+    """SHA-256 of a folder's file names and bytes (and of ``extra``: more
+    folders, or text)."""
     digest = hashlib.sha256()
-    for text in extra:
-        digest.update(str(text).encode())
+    for item in extra:
+        if isinstance(item, Path):
+            item = hash_folder(item)
+        digest.update(str(item).encode())
     folder = Path(folder)
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+        if (path.is_file() and ".ipynb_checkpoints" not in path.parts
+                and "__pycache__" not in path.parts):
             digest.update(str(path.relative_to(folder)).encode() + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()

@@ -10,6 +10,7 @@ only what is new or changed.
 import json
 import os
 import queue
+import resource
 import shutil
 import signal
 import subprocess
@@ -74,7 +75,11 @@ def grade_class(options):
     if options.collect:
         collect(course, names, Path(options.collect), options.collect_regex)
     state = C.load_state(course)
-    settings = f"{options.timeout}/{options.memory_mb}/{options.isolate}"
+    # A grade also depends on the checks and on this grader: a change to
+    # either regrades.
+    package = Path(__file__).resolve().parent.parent
+    settings = (f"{options.timeout}/{options.memory_mb}/{options.isolate}/"
+                + C.hash_folder(package / "grading", package / "classroom"))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     outcomes, todo = _triage(course, options, state, sources,
                              C.submissions(course, names))
@@ -269,11 +274,17 @@ def _spawn(k, settings):
     log = open(Path(settings["scratch"]) / f"worker-{k}.log", "ab")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    # The worker's own memory is capped too (its kernels get less).
+    limit = max(8192, 2 * settings["memory_mb"]) * 2**20
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     process = subprocess.Popen(
         [sys.executable, "-m", "course_lib.classroom.worker",
          json.dumps(settings)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=cap)
     log.close()
     return process
 

@@ -19,6 +19,10 @@ import nbformat
 from course_lib.classroom.repair import Unreadable, read_submission, repair
 
 MAX_OUTPUT = 20_000  # characters kept of one output in the graded copy
+MAX_CELL_OUTPUT = 5 * 10**6  # characters a cell may print while it runs
+CUT = "[grader:"
+OUTPUT_MESSAGES = ("stream", "display_data", "execute_result",
+                   "update_display_data")
 MAX_EXTRA_FILE = 5 * 2**20
 PASSED = "\u2713"
 
@@ -45,6 +49,31 @@ def install_kernel(settings):
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
 
 
+def capped_execute(max_chars=MAX_CELL_OUTPUT):
+    """nbgrader's ``Execute`` that keeps at most ``max_chars`` of output
+    per cell while the kernel runs: a print loop fills no memory."""
+    from nbformat.v4 import new_output
+    from nbgrader.preprocessors import Execute
+
+    class CappedExecute(Execute):
+        def output(self, outs, msg, display_id, cell_index):
+            if msg["msg_type"] not in OUTPUT_MESSAGES:
+                return super().output(outs, msg, display_id, cell_index)
+            seen = getattr(self, "_seen", {})
+            self._seen = seen
+            size = len(str(msg.get("content", "")))
+            seen[cell_index] = seen.get(cell_index, 0) + size
+            if seen[cell_index] <= max_chars:
+                return super().output(outs, msg, display_id, cell_index)
+            if seen[cell_index] - size <= max_chars:
+                outs.append(new_output("stream", name="stdout", text=(
+                    f"\n{CUT} over {max_chars // 10**6} MB of output in "
+                    "this cell: the rest was dropped]\n")))
+            return None
+
+    return CappedExecute
+
+
 def _api(course_root, db, timeout):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -58,6 +87,13 @@ def _api(course_root, db, timeout):
     config.Execute.interrupt_on_timeout = True
     config.Execute.kernel_name = "python3"
     config.Execute.startup_timeout = 120
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    steps = config.Autograde.get("autograde_preprocessors") or \
+        Autograde.class_traits()["autograde_preprocessors"].default()
+    config.Autograde.autograde_preprocessors = [
+        capped_execute() if step is Execute else step for step in steps]
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -132,6 +168,9 @@ def read_graded(path, timeout):
             continue
         events += _events(cell, timeout)
         for output in cell.outputs:
+            if CUT in str(output.get("text", "")):
+                events.append(f"a cell printed over {MAX_CELL_OUTPUT // 10**6}"
+                              " MB of output: the rest was dropped")
             for key in ("text",):
                 if isinstance(output.get(key), str):
                     volume += len(output[key])
@@ -184,7 +223,8 @@ def read_scores(db, task):
 def _why_failed(result):
     text = f"{result.get('error') or ''}\n{result.get('log') or ''}"
     if "DeadKernelError" in text or "Kernel died" in text:
-        return "the kernel died while running the notebook"
+        return ("the kernel died while running the notebook (it exited, "
+                "crashed or ran out of memory)")
     if "timed out" in text.lower() or "TimeoutError" in text:
         return "the kernel did not respond in time"
     lines = [line for line in text.strip().splitlines() if line.strip()]
