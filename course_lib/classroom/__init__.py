@@ -7,7 +7,8 @@ Modules: ``course`` (the course folder, its submissions and the templates
 each assignment is graded from), ``repair`` (a submitted notebook put back
 into the assignment's shape, with the reasons), ``sandbox`` (the student
 kernel's limits and isolation), ``worker`` (grades one submission in a
-scratch course with nbgrader's API), ``record`` (writes results into the
-real gradebook, one writer), ``feedback`` (the student's HTML feedback)
-and ``grade`` (the batch: workers, progress, summary, ``grades.csv``).
+scratch course with nbgrader's API), ``pool`` (the worker processes),
+``record`` (writes results into the real gradebook, one writer),
+``feedback`` (the student's HTML feedback) and ``grade`` (the batch:
+progress, summary, ``grades.csv``).
 """

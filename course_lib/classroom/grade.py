@@ -7,22 +7,17 @@ remembers what it graded (``grading_state.json``) so that a re-run grades
 only what is new or changed.
 """
 
-import json
 import os
-import queue
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.classroom import course as C
 from course_lib.classroom import feedback, record
+from course_lib.classroom.pool import run_workers
 
 # nbgrader matches it against each downloaded file's absolute path:
 # "downloads/<assignment>/archive/<student>_<notebook>.ipynb".
@@ -253,97 +248,6 @@ def _store(course, gradebook, templates, task, result):
                    result.get("seconds", 0.0))
 
 
-def run_workers(tasks, *, jobs, settings, limit_s):
-    """Yield ``(task, result)`` as workers finish them, in any order."""
-    pending, done = queue.Queue(), queue.Queue()
-    for task in tasks:
-        pending.put(task)
-    jobs = max(1, min(jobs, len(tasks)))
-    threads = [threading.Thread(target=_slot, daemon=True,
-                                args=(k, pending, done, settings, limit_s))
-               for k in range(jobs)]
-    for thread in threads:
-        thread.start()
-    for _ in tasks:
-        yield done.get()
-    for thread in threads:
-        thread.join()
-
-
-def _spawn(k, settings):
-    log = open(Path(settings["scratch"]) / f"worker-{k}.log", "ab")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    # The worker's own memory is capped too (its kernels get less).
-    limit = max(8192, 2 * settings["memory_mb"]) * 2**20
-
-    def cap():
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "course_lib.classroom.worker",
-         json.dumps(settings)], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-        start_new_session=True, preexec_fn=cap)
-    log.close()
-    return process
-
-
-def _kill(process):
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
-def _slot(k, pending, done, settings, limit_s):
-    process = None
-    while True:
-        try:
-            task = pending.get_nowait()
-        except queue.Empty:
-            break
-        if process is None:
-            process = _spawn(k, settings)
-        killed = threading.Event()
-
-        def stop(process=process, killed=killed):
-            killed.set()
-            _kill(process)
-
-        timer = threading.Timer(limit_s, stop)
-        timer.start()
-        try:
-            process.stdin.write(json.dumps(task) + "\n")
-            process.stdin.flush()
-            line = process.stdout.readline()
-        except OSError:
-            line = ""
-        timer.cancel()
-        if line:
-            done.put((task, json.loads(line)))
-            continue
-        why = (f"grading took more than {limit_s} s: stopped"
-               if killed.is_set() else "the grading process died")
-        _kill(process)
-        process = None
-        done.put((task, failed(task, why)))
-    if process is not None:
-        process.stdin.close()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            _kill(process)
-
-
-def failed(task, reason):
-    return {"assignment": task["assignment"], "student": task["student"],
-            "status": "failed", "notebooks": {}, "messages": {},
-            "passed": {}, "timestamp": None, "work": task["work"],
-            "reasons": [reason]}
-
-
 def collect(course, names, folder, regex):
     """Bring LMS downloads (``FOLDER/<assignment>/archive/``) into
     ``submitted/`` with ``nbgrader zip_collect``."""
@@ -391,10 +295,3 @@ def summary(outcomes):
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  or "no submissions found")
     return "\n".join(lines)
-
-
-def timed(function, *args, **kwargs):
-    """``(result, seconds)``."""
-    start = time.monotonic()
-    result = function(*args, **kwargs)
-    return result, time.monotonic() - start
