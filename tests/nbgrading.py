@@ -1,17 +1,16 @@
 """Autograde notebooks with nbgrader in a scratch course, for the tests.
 
 ``grade_chapter`` copies one chapter's source notebook into a fresh course,
-releases it (which records its cells in a new gradebook), writes the given
-submissions into nbgrader's ``submitted/<student>/<chapter>/`` layout, runs
-``nbgrader autograde`` and reads every score back from the gradebook, with
-the error text of each test cell from the autograded notebooks.
+writes the given submissions into nbgrader's ``submitted/<student>/
+<chapter>/`` layout, grades them with ``course_lib.classroom`` (nbgrader's
+autograde in parallel workers) and reads every score back from the
+gradebook, with the error text of each test cell from the autograded
+notebooks.
 """
 
 import json
-import os
 import shutil
-import subprocess
-import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import nbformat
 from nbgrader.api import Gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 
 @dataclass
@@ -56,15 +54,6 @@ def with_answers(notebook, answers):
     return notebook
 
 
-def _run(args, cwd):
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True,
-                            text=True, timeout=1800)
-    if result.returncode != 0:
-        raise RuntimeError(f"{args} failed:\n{result.stderr[-4000:]}")
-    return result
-
-
 def lean(notebook):
     """A copy of ``notebook`` without its narrative code cells.
 
@@ -84,31 +73,18 @@ def lean(notebook):
 def grade_chapter(chapter, submissions, workdir, jobs=None, source=None):
     """Autograde ``{student: notebook}``; return ``{student: Result}``.
 
-    The students are dealt to ``jobs`` course copies (default: the number
-    of CPUs) that nbgrader grades side by side, each with its own
-    gradebook, since one SQLite gradebook takes one writer at a time.
-    ``source`` replaces the chapter's source notebook (e.g. ``lean``).
+    The class is graded by ``course_lib.classroom`` (what ``make grade``
+    runs): ``jobs`` workers (default: the number of CPUs) in scratch
+    courses, one writer into the course's gradebook. ``source`` replaces
+    the chapter's source notebook (e.g. ``lean``).
     """
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
-    students = sorted(submissions)
-    shares = [students[k::jobs] for k in range(jobs)]
-    courses = [_prepare_course(chapter, {s: submissions[s] for s in share},
-                               Path(workdir) / f"{chapter}-{k}", source)
-               for k, share in enumerate(shares)]
-    nbgrader = str(BIN / "nbgrader")
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
-    running = [subprocess.Popen(
-        [nbgrader, "autograde", chapter, "--force", "--log-level=ERROR"],
-        cwd=course, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True) for course in courses]
-    for process in running:
-        _, err = process.communicate(timeout=1800)
-        if process.returncode != 0:
-            raise RuntimeError(f"nbgrader autograde failed:\n{err[-4000:]}")
-    results = {}
-    for course, share in zip(courses, shares, strict=True):
-        results.update(_read_results(chapter, course, share))
-    return results
+    from course_lib.classroom.grade import Options, grade_class
+
+    course = Path(tempfile.mkdtemp(prefix=f"{chapter}-", dir=workdir))
+    _prepare_course(chapter, submissions, course, source)
+    grade_class(Options(root=course, assignments=(chapter,),
+                        jobs=jobs or 0, timeout=120, progress=False))
+    return _read_results(chapter, course, sorted(submissions))
 
 
 def _prepare_course(chapter, submissions, course, source=None):
@@ -120,8 +96,6 @@ def _prepare_course(chapter, submissions, course, source=None):
         nbformat.write(source, course / "solutions" / chapter
                        / notebook_path(chapter).name)
     shutil.copy(ROOT / "nbgrader_config.py", course)
-    _run([str(BIN / "nbgrader"), "generate_assignment", chapter, "--force",
-          "--log-level=ERROR"], course)
     name = notebook_path(chapter).name
     for student, notebook in submissions.items():
         folder = course / "submitted" / student / chapter
