@@ -345,3 +345,15 @@ def test_feedback_names_hidden_checks_without_quoting_them():
     assert "the hidden tests of softmax did not report" in page
     assert "cells were moved" in page and "&lt;s&gt;" in page
     assert "0 / 3" in page
+
+
+def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
+    course = _make_course(tmp_path / "course")
+    for folder in (course / "submitted").iterdir():
+        if folder.name != "right":
+            shutil.rmtree(folder)
+    (outcome,) = grade_class(_options(course, jobs=1, submission_timeout=2))
+    assert outcome.status == "failed" and outcome.score == 0
+    assert outcome.reasons == ["grading took more than 2 s: stopped"]
+    assert _scores(f"sqlite:///{course / 'gradebook.db'}")["right"][
+        "test_softmax"] == 0

@@ -85,7 +85,8 @@ def _slot(k, pending, done, settings, limit_s):
             done.put((task, json.loads(line)))
             continue
         why = (f"grading took more than {limit_s} s: stopped"
-               if killed.is_set() else "the grading process died")
+               if killed.is_set() else "the grading process died ("
+               f"{_last_line(settings, k)})")
         _kill(process)
         process = None
         done.put((task, failed(task, why)))
@@ -95,6 +96,16 @@ def _slot(k, pending, done, settings, limit_s):
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             _kill(process)
+
+
+def _last_line(settings, k):
+    """The last line the worker logged, to say why it died."""
+    path = Path(settings["scratch"]) / f"worker-{k}.log"
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1][:300] if lines else "no log"
 
 
 def failed(task, reason):
