@@ -357,3 +357,15 @@ def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
     assert outcome.reasons == ["grading took more than 2 s: stopped"]
     assert _scores(f"sqlite:///{course / 'gradebook.db'}")["right"][
         "test_softmax"] == 0
+
+
+def test_one_grading_run_at_a_time(tmp_path):
+    import fcntl
+
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    with open(tmp_path / ".grading.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with pytest.raises(RuntimeError, match="another grading run"):
+            grade_class(Options(root=tmp_path))
+    with pytest.raises(ValueError, match="expected a course folder"):
+        grade_class(Options(root=tmp_path / "nowhere"))

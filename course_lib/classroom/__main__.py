@@ -58,7 +58,7 @@ def main(argv=None):
         collect_regex=args.collect_regex, progress=not args.no_progress)
     try:
         outcomes = grade_class(options)
-    except ValueError as error:
+    except (ValueError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(summary_text(outcomes))

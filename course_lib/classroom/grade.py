@@ -7,6 +7,7 @@ remembers what it graded (``grading_state.json``) so that a re-run grades
 only what is new or changed.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from course_lib.classroom import course as C
 from course_lib.classroom import feedback, record
 from course_lib.classroom.pool import run_workers
 
+LOCK = ".grading.lock"
 # nbgrader matches it against each downloaded file's absolute path:
 # "downloads/<assignment>/archive/<student>_<notebook>.ipynb".
 DEFAULT_REGEX = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+\.ipynb)$"
@@ -53,9 +55,24 @@ class Outcome:
 
 def grade_class(options):
     """Grade every submission of the chosen assignments; return the
-    outcomes, sorted by assignment and student."""
+    outcomes, sorted by assignment and student. One run at a time per
+    course folder (a second one raises ``RuntimeError``)."""
     if options.jobs < 0 or options.timeout <= 0 or options.memory_mb < 0:
         raise ValueError("expected jobs >= 0, timeout > 0, memory_mb >= 0")
+    root = Path(options.root).resolve()
+    if not (root / C.CONFIG).is_file():
+        raise ValueError(f"expected a course folder with {C.CONFIG}, got "
+                         f"{root}")
+    with open(root / LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise RuntimeError(f"another grading run holds {root / LOCK}"
+                               ) from None
+        return _grade_class(options)
+
+
+def _grade_class(options):
     # nbgrader runs its helpers (alembic) by name: the venv's come first.
     binaries = str(Path(sys.executable).parent)
     if binaries not in os.environ.get("PATH", "").split(os.pathsep):
