@@ -369,3 +369,32 @@ def test_one_grading_run_at_a_time(tmp_path):
             grade_class(Options(root=tmp_path))
     with pytest.raises(ValueError, match="expected a course folder"):
         grade_class(Options(root=tmp_path / "nowhere"))
+
+
+def test_sandbox_keeps_read_only_folders_under_tmp(tmp_path):
+    """A course or an installation under /tmp (a CI clone, pytest's own
+    folders) stays readable, read-only, behind the kernel's private
+    /tmp, and what is hidden inside it stays hidden."""
+    import subprocess
+    import sys
+
+    kept = tmp_path / "course"
+    (kept / "hidden").mkdir(parents=True)
+    (kept / "data.txt").write_text("visible")
+    (kept / "hidden" / "secret.txt").write_text("secret")
+    work = tmp_path / "work"
+    work.mkdir()
+    sandbox = [sys.executable, "-m", "course_lib.classroom.sandbox",
+               f"--read-only={kept}", f"--read-only={sys.prefix}",
+               f"--hide={kept / 'hidden'}"]
+    probe = subprocess.run(sandbox + ["--probe"], cwd=work,
+                           capture_output=True, text=True)
+    if probe.stdout.strip() != "isolated":
+        pytest.skip(f"no mount namespace here: {probe.stdout.strip()}")
+    script = (f"cat {kept}/data.txt; echo; "
+              f"ls {kept}/hidden | wc -l; "
+              f"touch {kept}/new 2>/dev/null && echo writable "
+              "|| echo read-only")
+    result = subprocess.run(sandbox + ["--", "/bin/sh", "-c", script],
+                            cwd=work, capture_output=True, text=True)
+    assert result.stdout.split() == ["visible", "0", "read-only"], result

@@ -226,17 +226,26 @@ def _hidden(course, options, scratch):
     if course.db_url.startswith("sqlite:///"):
         database = Path(course.db_url[len("sqlite:///"):])
         paths += [database, Path(f"{database}-journal")]
+    # The kernel reads course_lib from its installation (read-only); when
+    # that is a clone of the course, its solutions stay out of sight.
+    package = _installation()
+    paths += [package / n for n in ("solutions", ".git")
+              if (package / n).exists()]
     if options.collect:
         paths.append(Path(options.collect).resolve())
     paths.append(scratch)
     return [str(p) for p in paths]
 
 
-def _read_only(course):
+def _installation():
+    """The folder that holds the ``course_lib`` package the kernels use."""
     import course_lib
 
-    package = Path(course_lib.__file__).resolve().parent.parent
-    return sorted({str(course.root), str(package), sys.prefix,
+    return Path(course_lib.__file__).resolve().parent.parent
+
+
+def _read_only(course):
+    return sorted({str(course.root), str(_installation()), sys.prefix,
                    sys.base_prefix})
 
 

@@ -69,6 +69,13 @@ def _enter_namespace(libc):
     return False
 
 
+def _outermost(paths):
+    """The paths not inside another of them."""
+    paths = sorted({os.path.normpath(p) for p in paths})
+    return [p for p in paths
+            if not any(p.startswith(q + os.sep) for q in paths)]
+
+
 def isolate(*, hide, read_only, keep):
     """Mount-namespace isolation; return a line saying what was done.
 
@@ -107,8 +114,19 @@ def isolate(*, hide, read_only, keep):
                   "size=4k,mode=0555")
         elif os.path.exists(path):
             mount("/dev/null", path, None, MS_BIND)
+    # Read-only folders that live under /tmp (a course, a clone of the
+    # course with its .venv) would vanish with the old /tmp: hold them
+    # open, then bind them back, read-only, at the same paths.
+    under_tmp = _outermost(p for p in read_only
+                           if p.startswith("/tmp/") and os.path.isdir(p))
+    held = {path: os.open(path, os.O_RDONLY) for path in under_tmp}
     mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
           "size=512m,mode=1777")
+    for path, fd in held.items():
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+        os.close(fd)
     for path, data in saved.items():
         if path.startswith("/tmp/"):
             os.makedirs(os.path.dirname(path), exist_ok=True)
