@@ -347,6 +347,21 @@ def test_feedback_names_hidden_checks_without_quoting_them():
     assert "0 / 3" in page
 
 
+def test_feedback_marks_an_unanswered_written_question_as_missed():
+    released = nbformat.read(notebook_path(CHAPTER, "chapters"), 4)
+    written = next(c.metadata.nbgrader for c in released.cells
+                   if c.cell_type == "markdown"
+                   and c.metadata.get("nbgrader", {}).get("grade"))
+    name, points = written["grade_id"], written["points"]
+    result = {"status": "graded",
+              "notebooks": {"n": {"grades": {name: [0, points]},
+                                  "comments": {name: "No response."}}}}
+    page = feedback.render(assignment="a", student="s",
+                           notebooks={"n": released}, result=result)
+    row = next(r for r in page.split("<tr>") if name in r)
+    assert "no answer given" in row and "class='bad'" in row, row
+
+
 def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
     course = _make_course(tmp_path / "course")
     for folder in (course / "submitted").iterdir():

@@ -72,9 +72,11 @@ def render(*, assignment, student, notebooks, result):
         parts.append(f"<h2>{esc(name)}.ipynb: {got:g} / {out_of:g} "
                      "autograded points</h2><table><tr><th>cell</th>"
                      "<th>score</th><th>what the grader says</th></tr>")
-        for grade_id, kind, score, points, lines in table:
+        for grade_id, _kind, score, points, lines in table:
             mark = "&ndash;" if score is None else f"{score:g}"
-            good = kind == "written" or (score or 0) >= points
+            # not graded yet (a written answer waiting for a grader), or
+            # full marks
+            good = score is None or score >= points
             text = "".join(f"<pre>{esc(line)}</pre>" for line in lines)
             parts.append(f"<tr><td>{esc(grade_id)}</td><td class="
                          f"'{'ok' if good else 'bad'}'>{mark} / "
