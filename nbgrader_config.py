@@ -17,13 +17,12 @@ c.Execute.interrupt_on_timeout = True
 # Released notebooks carry no outputs.
 c.ClearOutput.enabled = True
 
-# Autograding: a test cell earns its points only if each check in it left a
-# signed receipt (see course_lib/grading/receipts.py). The kernel reads the
-# signing key at start-up, before any student code runs.
-from course_lib.grading.receipts import BOOT, autograde_preprocessors  # noqa
+# Autograding: the kernel only runs the student's code on the grader's
+# cases and hands back the results; each test cell's verdict is decided
+# in the grader's process (see course_tools/verdicts.py).
+from course_tools.verdicts import autograde_preprocessors  # noqa: E402
 
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
-c.Execute.extra_arguments = [f"--IPKernelApp.exec_lines={BOOT}"]
 # Exercise and test cells carry the `skip-execution` tag so that the book
 # does not run them; the autograder must run every cell.
 c.Execute.skip_cells_with_tag = "never-skipped-by-the-autograder"

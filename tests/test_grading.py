@@ -1,18 +1,29 @@
-"""Tests of course_lib.grading: right answers pass however they are
-written, named misconceptions fail with the message that names them, and
-cheats earn nothing."""
+"""Tests of the grading checks, in process: right answers pass however
+they are written, named misconceptions fail with the message that names
+them, and cheats earn nothing. Each answer goes the grader's way: the
+rules about shortcuts on its source, then the visible and the hidden
+cases, their inputs and results through the wire format."""
 
 import math
 
+import nbformat
 import pytest
 import torch
 from torch import nn
 
-from course_lib.grading import EXERCISES, GradingError, check, receipts
+from course_lib.grading import GradingError, check, exercises
+from course_lib.grading.engine import run
+from course_tools import hidden
+from course_tools.verdicts import rule_findings
 from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, WRONG
 
+EXERCISES = exercises()
 # The course_lib object each exercise asks the student to write again.
 REFERENCES = {name: e.forbidden_reference[0] for name, e in EXERCISES.items()}
+SETUP = ("import math\nimport torch\nimport torch.nn.functional as F\n"
+         "from torch import nn\n"
+         "from course_lib import attention as ref\n"
+         "from course_lib.grading import check\n")
 
 
 def load(exercise, source):
@@ -22,9 +33,29 @@ def load(exercise, source):
     return namespace[exercise]
 
 
+def rules_verdict(exercise, source):
+    """The grader's rules on a notebook whose answer cell is ``source``."""
+    answer = nbformat.v4.new_code_cell(source)
+    answer.metadata["nbgrader"] = {"solution": True, "grade": False,
+                                   "grade_id": exercise, "locked": False}
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(SETUP), answer])
+    verdicts, flags = rule_findings(notebook, [exercise], {SETUP})
+    return verdicts.get(exercise), flags
+
+
+def grade(exercise, source):
+    """What the grader decides for this answer: raises GradingError."""
+    message, _ = rules_verdict(exercise, source)
+    if message:
+        raise GradingError(message)
+    run_both(exercise, load(exercise, source))
+
+
 def run_both(exercise, obj):
-    check(exercise, obj)
-    check(exercise, obj, hidden=True)
+    spec = EXERCISES[exercise]
+    run(spec, obj, spec.visible())
+    run(spec, obj, hidden.cases(exercise))
 
 
 @pytest.fixture(autouse=True)
@@ -51,10 +82,8 @@ def test_every_exercise_has_a_catalogue():
     "exercise, label, source",
     [(e, label, s) for e, items in CORRECT.items() for label, s in items],
 )
-def test_correct_alternatives_pass(exercise, label, source, capsys):
-    run_both(exercise, load(exercise, source))
-    out = capsys.readouterr().out
-    assert f"\u2713 {exercise}: " in out and "hidden cases passed" in out
+def test_correct_alternatives_pass(exercise, label, source):
+    grade(exercise, source)
 
 
 @pytest.mark.parametrize("exercise", sorted(REFERENCES))
@@ -69,6 +98,10 @@ def test_copies_of_the_reference_pass(exercise):
     namespace = dict(vars(module))
     exec(compile(source, "<student>", "exec"), namespace)
     run_both(exercise, namespace[exercise])
+    # ... and the instructor is told to look at it
+    message, flags = rules_verdict(exercise, source)
+    assert message is None, message
+    assert flags and "like course_lib's reference" in flags[0], flags
 
 
 @pytest.mark.parametrize(
@@ -76,9 +109,8 @@ def test_copies_of_the_reference_pass(exercise):
     [(e, label, s) for e, items in WRONG.items() for label, s in items],
 )
 def test_misconceptions_are_named(exercise, label, source):
-    student = load(exercise, source)
     with pytest.raises(GradingError) as failure:
-        run_both(exercise, student)
+        grade(exercise, source)
     message = str(failure.value)
     assert label in message, message
     assert exercise in message
@@ -89,9 +121,8 @@ def test_misconceptions_are_named(exercise, label, source):
     ids=[c[0] for c in CHEATS],
 )
 def test_cheats_earn_nothing(label, exercise, source, expected):
-    student = load(exercise, source)
     with pytest.raises(GradingError) as failure:
-        run_both(exercise, student)
+        grade(exercise, source)
     assert expected in str(failure.value), str(failure.value)
 
 
@@ -156,7 +187,7 @@ def test_same_verdict_every_time():
     messages = set()
     for _ in range(3):
         with pytest.raises(GradingError) as failure:
-            check("softmax", student, hidden=True)
+            run(EXERCISES["softmax"], student, hidden.cases("softmax"))
         messages.add(str(failure.value))
     assert len(messages) == 1
 
@@ -164,26 +195,3 @@ def test_same_verdict_every_time():
 def test_unknown_exercise():
     with pytest.raises(ValueError, match="unknown exercise"):
         check("nope", print)
-
-
-def test_receipts_verify_only_with_the_key():
-    import nbformat
-
-    cell = nbformat.v4.new_code_cell(
-        'check("softmax", softmax)\ncheck("softmax", softmax, hidden=True)'
-    )
-    payload = {"exercise": "softmax", "hidden": False, "passed": True}
-    good = receipts._signature("k", payload)
-    hidden = {**payload, "hidden": True}
-    cell.outputs = [
-        nbformat.v4.new_output("display_data", data={
-            receipts.MIME: {**payload, "signature": good},
-            "text/plain": "ok"}),
-        nbformat.v4.new_output("display_data", data={
-            receipts.MIME: {**hidden, "signature": "forged"},
-            "text/plain": "ok"}),
-    ]
-    missing = receipts.verify_cell(cell, "k")
-    assert missing == [("softmax", True)]
-    assert cell.outputs[-1].output_type == "error"
-    assert all(receipts.MIME not in o.get("data", {}) for o in cell.outputs)

@@ -8,11 +8,8 @@ import torch
 
 from course_lib import attention as ref
 from course_lib.grading.common import (
-    F64,
     masked_weights_are_zero,
-    prepare_module,
     randn,
-    random_mask,
     rows_sum_to_one,
 )
 from course_lib.grading.engine import Case, Exercise, Misconception
@@ -48,25 +45,6 @@ def _sdpa_visible():
     ]
 
 
-def _sdpa_hidden():
-    return [
-        Case("a (2, 3, 5, 4) batch in float64",
-             _qkv((2, 3), 5, 5, 4, 4, seed=43, dtype=F64)),
-        Case("N_q = 3 queries and N_k = 7 keys",
-             _qkv((2,), 3, 7, 4, 4, seed=44)),
-        Case("d_k = 6 and d_v = 2", _qkv((2,), 5, 5, 6, 2, seed=45)),
-        Case("a random mask broadcast over the batch",
-             (*_qkv((2,), 4, 6, 4, 3, seed=46), random_mask(1, 4, 6,
-                                                            seed=47))),
-        Case("a causal mask on a (2, 6) batch in float64",
-             (*_qkv((2,), 6, 6, 8, 8, seed=48, dtype=F64),
-              ref.causal_mask(6))),
-        Case("large logits", _qkv((), 4, 5, 16, 3, seed=49, scale=6.0)),
-        Case("inputs with tiny variance",
-             _qkv((), 4, 4, 5, 5, seed=50, dtype=F64, scale=1e-3)),
-    ]
-
-
 def _sdpa_with(Q, K, V, mask=None, *, scale=None, axis=-1, invert=False,
                after=False, ignore=False):
     d_k = Q.shape[-1]
@@ -84,7 +62,6 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=ref.scaled_dot_product_attention,
     visible=_sdpa_visible,
-    hidden=_sdpa_hidden,
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
@@ -141,8 +118,6 @@ CAUSAL_MASK = Exercise(
     name="causal_mask",
     reference=ref.causal_mask,
     visible=lambda: [Case("n = 4", (4,)), Case("n = 1", (1,))],
-    hidden=lambda: [Case("n = 2", (2,)), Case("n = 7", (7,)),
-                    Case("n = 16", (16,))],
     misconceptions=(
         Misconception(
             "your mask is inverted",
@@ -164,14 +139,6 @@ CAUSAL_MASK = Exercise(
 
 
 # --------------------------------------------------------- self-attention
-
-
-def _layers(init):
-    d_model, d_k = init["d_model"], init["d_k"]
-    d_v = init.get("d_v") or d_k
-    bias = init.get("bias", True)
-    return [("W_q", d_model, d_k, bias), ("W_k", d_model, d_k, bias),
-            ("W_v", d_model, d_v, bias)]
 
 
 def _wrong_forward(**options):
@@ -197,24 +164,17 @@ def _self_attention_cases(specs, seed):
 
 SELF_ATTENTION = Exercise(
     name="SelfAttention",
-    reference=None,
-    prepare=prepare_module(ref.SelfAttention, _layers, "SelfAttention"),
+    reference=ref.SelfAttention,
+    module=True,
+    parameter_advice=("Use W_q, W_k = nn.Linear(d_model, d_k, bias=bias) "
+                      "and W_v = nn.Linear(d_model, d_v, bias=bias), and "
+                      "no other parameters."),
     visible=lambda: _self_attention_cases([
         ("d_model=4, d_k=3 on 5 tokens", {"d_model": 4, "d_k": 3}, (5,),
          torch.float32, False),
         ("a causal mask", {"d_model": 6, "d_k": 4}, (2, 5), torch.float32,
          True),
     ], seed=60),
-    hidden=lambda: _self_attention_cases([
-        ("d_v = 5 != d_k = 3", {"d_model": 6, "d_k": 3, "d_v": 5}, (2, 4),
-         torch.float32, False),
-        ("bias=False in float64", {"d_model": 4, "d_k": 4, "bias": False},
-         (3, 6), F64, False),
-        ("a causal mask in float64", {"d_model": 8, "d_k": 2}, (2, 7),
-         F64, True),
-        ("two batch dimensions", {"d_model": 5, "d_k": 5}, (2, 3, 4),
-         torch.float32, False),
-    ], seed=70),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception("no 1/sqrt(d_k) scale",

@@ -8,9 +8,8 @@ import torch
 from course_lib import attention as ref_attention
 from course_lib import multihead as ref
 from course_lib.grading.common import (
-    F64,
+    TORCH_ATTENTION,
     masked_weights_are_zero,
-    prepare_module,
     randn,
     rows_sum_to_one,
     token_module_cases,
@@ -43,13 +42,6 @@ SPLIT_HEADS = Exercise(
     visible=lambda: [
         Case("X (5, 8) into 2 heads", (randn(5, 8, seed=81), 2)),
         Case("X (2, 4, 6) into 3 heads", (randn(2, 4, 6, seed=82), 3)),
-    ],
-    hidden=lambda: [
-        Case("X (2, 3, 4, 12) into 4 heads",
-             (randn(2, 3, 4, 12, seed=83), 4)),
-        Case("1 head", (randn(3, 5, 6, seed=84, dtype=F64), 1)),
-        Case("as many heads as features", (randn(2, 3, 4, seed=85), 4)),
-        Case("X (2, 7, 12) into 6 heads", (randn(2, 7, 12, seed=86), 6)),
     ],
     misconceptions=(
         Misconception(
@@ -90,14 +82,6 @@ MERGE_HEADS = Exercise(
         Case("2 heads of (5, 4)", (randn(2, 5, 4, seed=91),)),
         Case("a batch of 3 heads", (randn(2, 3, 4, 2, seed=92),)),
     ],
-    hidden=lambda: [
-        Case("(2, 3, 4, 5, 3) in float64",
-             (randn(2, 3, 4, 5, 3, seed=93, dtype=F64),)),
-        Case("1 head", (randn(1, 6, 5, seed=94),)),
-        Case("4 heads of width 1", (randn(2, 4, 3, 1, seed=95),)),
-        Case("the heads of a known split",
-             (ref.split_heads(randn(2, 7, 12, seed=96), 3),)),
-    ],
     misconceptions=(
         Misconception(
             "heads merged without a transpose",
@@ -114,11 +98,6 @@ MERGE_HEADS = Exercise(
 
 
 # ------------------------------------------------- multi-head attention
-
-
-def _layers(init):
-    D, bias = init["d_model"], init.get("bias", True)
-    return [(name, D, D, bias) for name in ("W_q", "W_k", "W_v", "W_o")]
 
 
 def _mha_with(module, X, mask=None, *, split=ref.split_heads, scale=None,
@@ -143,29 +122,16 @@ def _wrong(**options):
 
 MULTI_HEAD_ATTENTION = Exercise(
     name="MultiHeadAttention",
-    reference=None,
-    prepare=prepare_module(
-        ref.MultiHeadAttention, _layers, "MultiHeadAttention"
-    ),
+    reference=ref.MultiHeadAttention,
+    module=True,
+    parameter_advice=("Use W_q, W_k, W_v and W_o = nn.Linear(d_model, "
+                      "d_model, bias=bias), and no other parameters."),
     visible=lambda: token_module_cases([
         ("d_model=8, 2 heads, 5 tokens", {"d_model": 8, "n_heads": 2},
          (5,), torch.float32, None),
         ("a causal mask", {"d_model": 6, "n_heads": 3}, (2, 4),
          torch.float32, "causal"),
     ], seed=100),
-    hidden=lambda: token_module_cases([
-        ("4 heads in float64", {"d_model": 12, "n_heads": 4}, (2, 6), F64,
-         None),
-        ("1 head", {"d_model": 6, "n_heads": 1}, (2, 5), torch.float32,
-         None),
-        ("bias=False with a causal mask",
-         {"d_model": 8, "n_heads": 2, "bias": False}, (3, 5), F64,
-         "causal"),
-        ("a per-sequence random mask", {"d_model": 8, "n_heads": 4},
-         (2, 6), torch.float32, "random"),
-        ("two batch dimensions", {"d_model": 8, "n_heads": 2}, (2, 3, 4),
-         torch.float32, None),
-    ], seed=110),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
@@ -190,7 +156,7 @@ MULTI_HEAD_ATTENTION = Exercise(
         Misconception("your mask is inverted", "True means 'may attend'.",
                       _wrong(invert=True)),
     ),
-    forbidden_torch=frozenset({"multi_head_attention_forward"}),
+    forbidden_torch=TORCH_ATTENTION,
     forbidden_reference=(ref.MultiHeadAttention,),
     shortcut_advice="Build it from the projections and your split_heads.",
     properties=(masked_weights_are_zero(1, 1), rows_sum_to_one(1)),

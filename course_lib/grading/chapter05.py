@@ -8,7 +8,6 @@ import numpy as np
 import torch
 
 from course_lib import complexity as ref
-from course_lib.grading.common import F64
 from course_lib.grading.engine import Case, Exercise, Misconception
 
 # -------------------------------------------------------------- FLOPs
@@ -61,15 +60,6 @@ ATTENTION_FLOPS = Exercise(
         ("N = 4, D = 6, H = 2 (the count by hand)", (4, 6, 2), {}),
         ("the notes' example: N = 3, D = 2, one head", (3, 2), {}),
     ]),
-    hidden=lambda: _flop_cases([
-        ("BERT-base: N = 512, D = 768, H = 12", (512, 768, 12), {}),
-        ("GPT-2 small: N = 1024, D = 768, H = 12", (1024, 768),
-         {"n_heads": 12}),
-        ("ViT-B/16: N = 197, D = 768, H = 12", (197, 768, 12), {}),
-        ("N = 1, D = 1", (1, 1), {}),
-        ("N = 7, D = 12, H = 3", (7, 12), {"n_heads": 3}),
-        ("N = 32768, D = 4096, H = 32", (32768, 4096, 32), {}),
-    ]),
     misconceptions=(
         _wrong("a multiply-add counted as 1 FLOP",
                "by the convention of this chapter an (a x b) @ (b x c) "
@@ -109,8 +99,6 @@ CROSSOVER_LENGTH = Exercise(
     name="crossover_length",
     reference=ref.crossover_length,
     visible=lambda: [Case("D = 64", (64,)), Case("D = 768", (768,))],
-    hidden=lambda: [Case(f"D = {D}", (D,))
-                    for D in (1, 7, 512, 4096, 12288)],
     misconceptions=(
         Misconception(
             "the output projection is left out",
@@ -149,16 +137,6 @@ ATTENTION_MEMORY_BYTES = Exercise(
         Case("BERT-base: N = 512, 12 heads", (512,), {"n_heads": 12}),
         Case("float64: N = 100, 2 heads, 8 bytes per element", (100,),
              {"n_heads": 2, "bytes_per_element": 8}),
-    ],
-    hidden=lambda: [
-        Case("N = 1", (1,)),
-        Case("N = 512, 12 heads, float64", (512, 12, 8)),
-        Case("float16: N = 4096, 32 heads", (4096, 32, 2)),
-        Case("N = 197, 12 heads, keywords", (197,),
-             {"bytes_per_element": 4, "n_heads": 12}),
-        Case("1 byte per element, 3 heads", (33, 3, 1)),
-        Case("N = 32768, 32 heads, float16", (32768,),
-             {"n_heads": 32, "bytes_per_element": 2}),
     ],
     misconceptions=(
         Misconception("bytes per element ignored (4 assumed)", MEMORY_ADVICE,
@@ -251,29 +229,6 @@ def _fit_visible():
     ]
 
 
-def _fit_hidden():
-    wide = np.geomspace(1.0, 1e6, 13)
-    shuffled = np.array([300.0, 20.0, 5000.0, 70.0, 1000.0, 9.0])
-    return [
-        _fit_case("float64 tensors, y ~ 0.5 x^1.5 with noise",
-                  torch.tensor(LENGTHS, dtype=F64),
-                  torch.from_numpy(_law(LENGTHS, 1.5, 0.5, seed=2,
-                                        noise=0.05))),
-        _fit_case("float32 tensors, y ~ 2 x^2.3 with noise",
-                  torch.tensor(LENGTHS),
-                  torch.from_numpy(_law(LENGTHS, 2.3, 2.0, seed=3,
-                                        noise=0.1)).float()),
-        _fit_case("numpy arrays, a falling law y = 5 x^-0.5", wide,
-                  _law(wide, -0.5, 5.0, seed=4)),
-        _fit_case("x not sorted, y ~ 0.2 x^2.7 with noise", shuffled,
-                  _law(shuffled, 2.7, 0.2, seed=5, noise=0.2)),
-        _fit_case("two points", [10.0, 1000.0], [7.0, 700_000.0]),
-        _fit_case("x from 1 to 1e6, y ~ 40 x^0.8 with noise",
-                  wide.tolist(), _law(wide, 0.8, 40.0, seed=6,
-                                      noise=0.3).tolist()),
-    ]
-
-
 WRONG_BASE = (
     "the coefficient undone with the wrong log base",
     "undo the log you fitted with: exp(b) after np.log, 10 ** b after "
@@ -284,7 +239,6 @@ FIT_POWER_LAW = Exercise(
     name="fit_power_law",
     reference=ref.fit_power_law,
     visible=_fit_visible,
-    hidden=_fit_hidden,
     outputs=("exponent", "coefficient"),
     misconceptions=(
         Misconception(

@@ -8,13 +8,13 @@ tensor of attention weights per layer."""
 import torch
 
 from course_lib import vit as ref
-from course_lib.grading import _trusted as T
-from course_lib.grading.common import F32, F64, build, randn
+from course_lib.grading.common import F32, TORCH_ATTENTION, randn
 from course_lib.grading.engine import (
     Case,
     Exercise,
     GradingError,
     Misconception,
+    describe,
 )
 
 # ---------------------------------------------------------------- patchify
@@ -64,81 +64,10 @@ PATCHIFY = Exercise(
         Case("a (2, 3, 4, 4) colour batch, p = 2",
              (randn(2, 3, 4, 4, seed=701), 2)),
     ],
-    hidden=lambda: [
-        Case("a (2, 3, 6, 6) batch in float64, p = 3",
-             (randn(2, 3, 6, 6, seed=702, dtype=F64), 3)),
-        Case("a non-square (2, 2, 4, 6) image, p = 2",
-             (randn(2, 2, 4, 6, seed=703), 2)),
-        Case("digits-sized (3, 1, 8, 8), p = 2",
-             (randn(3, 1, 8, 8, seed=704), 2)),
-        Case("p = 1 (every pixel a patch)", (randn(2, 3, 3, 2, seed=705), 1)),
-        Case("p = H = W (one patch)", (randn(2, 2, 4, 4, seed=706), 4)),
-        Case("a (1, 3, 8, 8) image, p = 4", (randn(1, 3, 8, 8, seed=707), 4)),
-    ],
     misconceptions=tuple(Misconception(*m) for m in PATCH_MISCONCEPTIONS),
     forbidden_reference=(ref.patchify,),
     shortcut_advice="Write it with reshape and permute.",
 )
-
-# ------------------------------------------------ seeded, named parameters
-
-
-def _seed_parameters(module, seed, dtype):
-    """Seeded values for every parameter, so that no two are alike:
-    matrices ~ 1/sqrt(d_in), norm weights ~ 1, biases ~ 0.1, the class
-    token and position embeddings ~ 1."""
-    with torch.no_grad():
-        for i, (name, p) in enumerate(module.named_parameters()):
-            shape = T.tuple_(p.shape)
-            last = name.rsplit(".", 1)[-1]
-            scale = 0.1
-            if T.len_(shape) == 2:
-                scale = shape[1] ** -0.5
-            elif last in ("cls_token", "position_embedding"):
-                scale = 1.0
-            value = randn(*shape, seed=seed + i, dtype=dtype, scale=scale)
-            owner = name.rsplit(".", 2)[-2] if "." in name else ""
-            if last == "weight" and owner.startswith("norm"):
-                value = 1 + value
-            p.copy_(value)
-
-
-def _names_and_shapes(module):
-    return {name: T.tuple_(p.shape) for name, p in module.named_parameters()}
-
-
-def _shared_parameters(student_cls, case, reference_cls, what, advice,
-                       seed):
-    """The student's module and the reference, built with ``case.init``,
-    given the same seeded parameters matched by name."""
-    student, reference = build(student_cls, case, [], reference_cls, what)
-    _seed_parameters(reference, seed, T.tensor_dtype(case.args[0]))
-    want, got = _names_and_shapes(reference), _names_and_shapes(student)
-    if got != want:
-        missing = [n for n in want if n not in got]
-        extra = [n for n in got if n not in want]
-        shapes = [f"{n} {got[n]} instead of {want[n]}" for n in want
-                  if n in got and got[n] != want[n]]
-        hint = ""
-        if what == "VisionTransformer" and set(missing) == {
-                "encoder.norm.weight", "encoder.norm.bias"} and not extra:
-            hint = ("Likely mistake: post-LN layers instead of pre-LN. "
-                    "The ViT's layers are pre-LN with a final layer norm: "
-                    "ref_layers.TransformerEncoder(..., norm_first=True).")
-        raise GradingError("\n".join(filter(None, [
-            f"{what}'s parameters must have the reference's names and "
-            "shapes, so that the grader can give your module and the "
-            "reference the same weights.",
-            "Missing: " + ", ".join(missing) if missing else "",
-            "Not expected: " + ", ".join(extra) if extra else "",
-            "Wrong shapes: " + ", ".join(shapes) if shapes else "",
-            hint or advice,
-            "Expected: " + ", ".join(f"{n} {s}" for n, s in want.items())
-            + ".",
-        ])))
-    student.load_state_dict(reference.state_dict(), strict=False)
-    return student, reference
-
 
 # --------------------------------------------------------- patch embedding
 
@@ -161,18 +90,6 @@ def _wrong_embedding(name, advice, **options):
         name, advice, lambda m, images: _embed_with(m, images, **options))
 
 
-def _prepare_embedding(student_cls, case, exercise):
-    student, reference = _shared_parameters(
-        student_cls, case, ref.PatchEmbedding, "PatchEmbedding",
-        "Use projection = nn.Linear(p*p*C, d_model), cls_token = "
-        "nn.Parameter of shape (1, 1, d_model), position_embedding = "
-        "nn.Parameter of shape (1, N + 1, d_model), and no other "
-        "parameters.", seed=720)
-    wrong = [lambda *a, f=m.fn: f(reference, *a)
-             for m in exercise.misconceptions]
-    return student, reference, wrong
-
-
 def _image_cases(specs, seed, keys):
     """One case per ``(label, init values, batch, dtype)``; ``init`` is
     ``dict(zip(keys, values))``, the images are seeded."""
@@ -193,19 +110,18 @@ VIT_KEYS = ("image_size", "patch_size", "in_channels", "n_classes",
 
 PATCH_EMBEDDING = Exercise(
     name="PatchEmbedding",
-    reference=None,
-    prepare=_prepare_embedding,
+    reference=ref.PatchEmbedding,
+    module=True,
+    seed=720,
+    parameter_advice=(
+        "Use projection = nn.Linear(p*p*C, d_model), cls_token = "
+        "nn.Parameter of shape (1, 1, d_model), position_embedding = "
+        "nn.Parameter of shape (1, N + 1, d_model), and no other "
+        "parameters."),
     visible=lambda: _image_cases([
         ("4 x 4 images, p = 2, d_model = 8", (4, 2, 1, 8), 2, F32),
         ("colour 4 x 4 images, p = 2", (4, 2, 3, 6), 2, F32),
     ], seed=730, keys=EMBEDDING_KEYS),
-    hidden=lambda: _image_cases([
-        ("8 x 8 digits-sized images in float64", (8, 2, 1, 16), 3, F64),
-        ("p = 1 (every pixel a patch)", (3, 1, 2, 5), 2, F32),
-        ("one patch per image (p = image_size)", (4, 4, 3, 8), 2, F32),
-        ("colour 8 x 8 images, p = 4, in float64", (8, 4, 3, 12), 2, F64),
-        ("a batch of one", (6, 3, 2, 7), 1, F32),
-    ], seed=740, keys=EMBEDDING_KEYS),
     misconceptions=(
         _wrong_embedding(
             "the class token last",
@@ -262,56 +178,51 @@ def _wrong_vit(name, advice, **options):
         name, advice, lambda m, images: _vit_with(m, images, **options))
 
 
-def _logits_and_weights(module):
-    """Call ``module`` as the chapter does: plain, then asking for the
-    attention weights; return ``(logits, {"layer l": A_l})``."""
-
-    def fn(images):
-        logits = module(images)
-        both = module(images, return_attention=True)
-        ok = T.isinstance_(both, T.tuple_) and T.len_(both) == 2
-        if not (ok and T.isinstance_(both[1], list | T.tuple_)):
-            got = (f"a tuple whose weights are a {T.type_(both[1]).__name__}"
-                   if ok else f"a {T.type_(both).__name__}")
-            raise GradingError(
-                "VisionTransformer(images, return_attention=True) should "
-                "return a tuple (logits, weights), weights being a list of "
-                f"one (B, H, N + 1, N + 1) tensor per layer; got {got}."
-            )
-        return logits, {f"layer {i + 1}": A for i, A in enumerate(both[1])}
-
-    return fn
+def _post_ln_hint(missing, extra):
+    if set(missing) == {"encoder.norm.weight", "encoder.norm.bias"} \
+            and not extra:
+        return ("Likely mistake: post-LN layers instead of pre-LN. The "
+                "ViT's layers are pre-LN with a final layer norm: "
+                "ref_layers.TransformerEncoder(..., norm_first=True).")
+    return ""
 
 
-def _prepare_vit(student_cls, case, exercise):
-    student, reference = _shared_parameters(
-        student_cls, case, ref.VisionTransformer, "VisionTransformer",
-        "Use patch_embedding = ref.PatchEmbedding(...) (or yours), "
-        "encoder = ref_layers.TransformerEncoder(n_layers=depth, ..., "
-        "norm_first=True), head = nn.Linear(d_model, n_classes), and no "
-        "other parameters.", seed=760)
-    wrong = [lambda *a, f=m.fn: f(reference, *a)
-             for m in exercise.misconceptions]
-    return (_logits_and_weights(student), _logits_and_weights(reference),
-            wrong)
+def _logits_and_weights(results):
+    """The two calls of the chapter, ``module(images)`` and
+    ``module(images, return_attention=True)``, as ``(logits, {"layer l":
+    A_l})``."""
+    logits, both = results
+    ok = type(both) is tuple and len(both) == 2
+    if not (ok and type(both[1]) in (list, tuple)):
+        got = (f"a tuple whose weights are {describe(both[1])}"
+               if ok else describe(both))
+        raise GradingError(
+            "VisionTransformer(images, return_attention=True) should "
+            "return a tuple (logits, weights), weights being a list of "
+            f"one (B, H, N + 1, N + 1) tensor per layer; got {got}."
+        )
+    return logits, {f"layer {i + 1}": A for i, A in enumerate(both[1])}
 
 
 VISION_TRANSFORMER = Exercise(
     name="VisionTransformer",
-    reference=None,
-    prepare=_prepare_vit,
+    reference=ref.VisionTransformer,
+    module=True,
+    seed=760,
+    calls=({}, {"return_attention": True}),
+    assemble=_logits_and_weights,
+    parameter_hint=_post_ln_hint,
+    parameter_advice=(
+        "Use patch_embedding = ref.PatchEmbedding(...) (or yours), "
+        "encoder = ref_layers.TransformerEncoder(n_layers=depth, ..., "
+        "norm_first=True), head = nn.Linear(d_model, n_classes), and no "
+        "other parameters."),
     visible=lambda: _image_cases([
         ("8 x 8 digits, p = 2, depth 2", (8, 2, 1, 10, 16, 2, 4, 32), 3,
          F32),
         ("colour 4 x 4 images, one layer", (4, 2, 3, 5, 8, 1, 2, 16), 2,
          F32),
     ], seed=770, keys=VIT_KEYS),
-    hidden=lambda: _image_cases([
-        ("depth 3 in float64", (8, 4, 1, 10, 12, 3, 3, 24), 2, F64),
-        ("one patch per image", (4, 4, 2, 3, 8, 2, 2, 8), 3, F32),
-        ("p = 1, two classes", (3, 1, 1, 2, 8, 1, 4, 16), 2, F32),
-        ("a batch of one in float64", (6, 2, 3, 4, 6, 2, 1, 12), 1, F64),
-    ], seed=780, keys=VIT_KEYS),
     outputs=("output", "attention weights"),
     misconceptions=(
         _wrong_vit(
@@ -339,7 +250,7 @@ VISION_TRANSFORMER = Exercise(
             "softmax itself.",
             softmax=True),
     ),
-    forbidden_torch=frozenset({"multi_head_attention_forward"}),
+    forbidden_torch=TORCH_ATTENTION,
     forbidden_reference=(ref.VisionTransformer,),
     shortcut_advice=("Assemble it from a patch embedding, "
                      "ref_layers.TransformerEncoder and a linear head."),

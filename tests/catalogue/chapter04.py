@@ -307,7 +307,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         y = y + bias
     return y
-''', "calls PyTorch's layer_norm"),
+''', "calls PyTorch's LayerNorm"),
     ("torch.ops.aten.native_layer_norm", "layer_norm", '''
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     return torch.ops.aten.native_layer_norm(
@@ -398,5 +398,5 @@ class TransformerLayer(nn.Module):
         Y = layer(X[None] if squeeze else X,
                   src_mask=None if mask is None else ~mask)
         return Y[0] if squeeze else Y
-''', "PyTorch's multi_head_attention_forward"),
+''', "PyTorch's TransformerEncoderLayer"),
 ]

@@ -274,5 +274,5 @@ class VisionTransformer(_Reference):
             Z = torch_layer(Z)
             weights.append(A)
         logits = self.head(self.encoder.norm(Z)[:, 0])'''),
-     "PyTorch's multi_head_attention_forward"),
+     "PyTorch's TransformerEncoderLayer"),
 ]

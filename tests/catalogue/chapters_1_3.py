@@ -391,7 +391,7 @@ class MultiHeadAttention(nn.Module):
         Y, A = m(Xb, Xb, Xb, average_attn_weights=False,
                  attn_mask=None if mask is None else ~mask)
         return (Y[0], A[0]) if squeeze else (Y, A)
-''', "PyTorch's multi_head_attention_forward"),
+''', "PyTorch's MultiheadAttention"),
 ]
 
 # Cheats on the notebook itself, judged by the autograder end to end:

@@ -1,0 +1,164 @@
+"""The kernel's side of a check: run the student's code on the inputs of
+each case and hand back what it returned, as plain data.
+
+It decides nothing. Under the autograder the inputs come from a file the
+grader writes for this run (its path in ``COURSE_GRADING_CASES``), and
+the results go back in a display message of type :data:`MIME`, which the
+grader reads and judges in its own process (``course_tools.verdicts``).
+In a student's own kernel, :func:`course_lib.grading.check` judges the
+visible cases right here, with the same code.
+
+A case's payload: ``label``, ``args``, ``kwargs``; for a module exercise
+also ``init`` (the constructor's keywords) and ``params`` (the values
+every parameter gets, by name); ``calls`` (extra keywords, one call
+each) and ``watch_pairs`` (report a tensor with an axis of ``N_q`` and
+one of ``N_k``).
+"""
+
+import contextlib
+import io
+import os
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from course_lib.grading import wire
+
+CASES_VARIABLE = "COURSE_GRADING_CASES"
+MIME = "application/vnd.course-result"
+MAX_MESSAGE = 2000
+
+
+def grading():
+    """Whether this kernel runs under the autograder."""
+    return bool(os.environ.get(CASES_VARIABLE))
+
+
+_loaded = {}
+
+
+def grader_cases():
+    """The grader's cases for this run: ``{exercise: {...}}``."""
+    path = os.environ.get(CASES_VARIABLE, "")
+    if path not in _loaded:
+        with open(path) as handle:
+            _loaded[path] = wire.decode(handle.read(), functions=True)
+    return _loaded[path]["exercises"]
+
+
+@contextlib.contextmanager
+def quiet():
+    """Keep the student's prints and warnings out of the check's output."""
+    sink = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(sink), \
+                contextlib.redirect_stderr(sink):
+            yield
+
+
+def _error(error):
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
+
+
+def evaluate(obj, payload, *, module):
+    """What ``obj`` (a function, or a module class) returns on one case:
+    ``{"results": [...]}``, or what stopped it (``error``,
+    ``not_implemented``, ``not_module``, ``parameters``)."""
+    outcome = {}
+    try:
+        with quiet():
+            if module:
+                obj, outcome = _instantiate(obj, payload)
+                if obj is None:
+                    return outcome
+            outcome["results"] = _calls(obj, payload, outcome)
+    except NotImplementedError:
+        outcome = {"not_implemented": True}
+    except Exception as error:  # the student's code failed: say how
+        outcome["error"] = _error(error)
+        outcome.pop("results", None)
+    return outcome
+
+
+def _instantiate(cls, payload):
+    """The student's module with the grader's parameter values, or
+    ``(None, outcome)`` saying why there is none."""
+    try:
+        module = cls(**payload["init"])
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        return None, {"error": _error(error), "stage": "init"}
+    if not isinstance(module, torch.nn.Module):
+        return None, {"not_module": type(module).__name__}
+    shapes = {name: list(p.shape) for name, p in module.named_parameters()}
+    outcome = {"parameters": shapes}
+    params = payload["params"]
+    if shapes != {name: list(v.shape) for name, v in params.items()}:
+        return None, outcome
+    if params:
+        module.to(next(iter(params.values())).dtype)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            p.copy_(params[name])
+    module.eval()
+    return module, outcome
+
+
+def _calls(fn, payload, outcome):
+    args, kwargs = payload["args"], payload["kwargs"]
+    results = []
+    for extra in payload.get("calls") or [{}]:
+        with torch.no_grad():
+            if payload.get("watch_pairs"):
+                with _PairWatch(args[0].shape[-2], args[1].shape[-2]) as w:
+                    results.append(fn(*args, **kwargs, **extra))
+                outcome["pair_shape"] = w.found
+            else:
+                results.append(fn(*args, **kwargs, **extra))
+    if payload.get("return_args"):
+        outcome["args_after"] = args  # to see what was changed in place
+    return results
+
+
+class _PairWatch(TorchDispatchMode):
+    """Records the first result with an ``N_q`` axis and an ``N_k`` axis."""
+
+    def __init__(self, n_q, n_k):
+        super().__init__()
+        self.need, self.found = (n_q, n_k), None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        leaves = out if isinstance(out, (tuple, list)) else (out,)
+        for leaf in leaves:
+            if self.found is None and isinstance(leaf, torch.Tensor):
+                shape = list(leaf.shape)
+                if all(shape.count(n) >= self.need.count(n)
+                       for n in self.need):
+                    self.found = shape
+        return out
+
+
+def report(exercise, obj, hidden):
+    """Under the autograder: run ``obj`` on the grader's cases and send
+    the outcomes back. Decides nothing and raises nothing."""
+    spec = grader_cases().get(exercise)
+    if spec is None:
+        outcomes = None  # the grader says what is wrong
+    else:
+        outcomes = [evaluate(obj, payload, module=spec["module"])
+                    for payload in spec["hidden" if hidden else "visible"]]
+    data = wire.encode({"exercise": exercise, "hidden": bool(hidden),
+                        "outcomes": outcomes})
+    text = (f"{exercise}: results of {len(outcomes or [])} "
+            f"{'hidden ' if hidden else ''}cases sent to the grader")
+    try:
+        from IPython.display import display
+
+        display({MIME: data, "text/plain": text}, raw=True)
+    except ImportError:  # pragma: no cover - kernels have IPython
+        print(text)

@@ -1,0 +1,27 @@
+"""Hidden cases, by exercise: ``cases(name)``.
+
+These inputs stay with the instructor. The grader hands them to a kernel
+only while it grades a submission; the student's own kernel cannot run
+them early, and they are not part of ``course_lib``.
+"""
+
+import importlib
+import pkgutil
+
+
+def _table():
+    table = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        table.update(module.HIDDEN)
+    return table
+
+
+HIDDEN = _table()
+
+
+def cases(name):
+    """The hidden cases of exercise ``name`` (a list of ``Case``)."""
+    if name not in HIDDEN:
+        raise ValueError(f"no hidden cases for exercise {name!r}")
+    return HIDDEN[name]()

@@ -1,0 +1,54 @@
+"""Hidden cases of chapter02: inputs the student never sees before grading.
+
+They stay with the instructor: the grader hands them to a kernel only
+while it grades a submission, and compares the results in its own
+process."""
+
+import torch
+
+from course_lib import attention as ref
+from course_lib.grading.chapter02 import (
+    _qkv,
+    _self_attention_cases,
+)
+from course_lib.grading.common import (
+    F64,
+    random_mask,
+)
+from course_lib.grading.engine import Case
+
+
+def _sdpa_hidden():
+    return [
+        Case("a (2, 3, 5, 4) batch in float64",
+             _qkv((2, 3), 5, 5, 4, 4, seed=43, dtype=F64)),
+        Case("N_q = 3 queries and N_k = 7 keys",
+             _qkv((2,), 3, 7, 4, 4, seed=44)),
+        Case("d_k = 6 and d_v = 2", _qkv((2,), 5, 5, 6, 2, seed=45)),
+        Case("a random mask broadcast over the batch",
+             (*_qkv((2,), 4, 6, 4, 3, seed=46), random_mask(1, 4, 6,
+                                                            seed=47))),
+        Case("a causal mask on a (2, 6) batch in float64",
+             (*_qkv((2,), 6, 6, 8, 8, seed=48, dtype=F64),
+              ref.causal_mask(6))),
+        Case("large logits", _qkv((), 4, 5, 16, 3, seed=49, scale=6.0)),
+        Case("inputs with tiny variance",
+             _qkv((), 4, 4, 5, 5, seed=50, dtype=F64, scale=1e-3)),
+    ]
+
+
+HIDDEN = {
+    "scaled_dot_product_attention": _sdpa_hidden,
+    "causal_mask": lambda: [Case("n = 2", (2,)), Case("n = 7", (7,)),
+                    Case("n = 16", (16,))],
+    "SelfAttention": lambda: _self_attention_cases([
+        ("d_v = 5 != d_k = 3", {"d_model": 6, "d_k": 3, "d_v": 5}, (2, 4),
+         torch.float32, False),
+        ("bias=False in float64", {"d_model": 4, "d_k": 4, "bias": False},
+         (3, 6), F64, False),
+        ("a causal mask in float64", {"d_model": 8, "d_k": 2}, (2, 7),
+         F64, True),
+        ("two batch dimensions", {"d_model": 5, "d_k": 5}, (2, 3, 4),
+         torch.float32, False),
+    ], seed=70),
+}

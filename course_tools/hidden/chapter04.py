@@ -1,0 +1,56 @@
+"""Hidden cases of chapter04: inputs the student never sees before grading.
+
+They stay with the instructor: the grader hands them to a kernel only
+while it grades a submission, and compares the results in its own
+process."""
+
+from course_lib.grading.chapter04 import (
+    _ffn_cases,
+    _init,
+    _ln_cases,
+)
+from course_lib.grading.common import (
+    F32,
+    F64,
+    token_module_cases,
+)
+
+HIDDEN = {
+    "layer_norm": lambda: _ln_cases([
+        # first: only tiny variances tell eps inside from eps outside
+        ("tokens with tiny variance (std 1e-3) in float64", (2, 4, 16), F64,
+         {"loc": 5.0, "scale": 1e-3}, {}),
+        ("a constant token (variance 0)", (3, 6), F32,
+         {"constant_row": 1}, {}),
+        ("(2, 3, 4, 6) in float64 with weight and bias", (2, 3, 4, 6), F64,
+         {"affine": "both"}, {}),
+        ("a single token of shape (7,)", (7,), F32, {}, {}),
+        ("D = 1 feature per token", (4, 1), F64, {}, {}),
+        ("eps = 0.1 passed by keyword", (2, 5, 6), F32, {}, {"eps": 0.1}),
+        ("weight but no bias", (3, 5, 8), F32, {"affine": "weight"}, {}),
+        ("tokens with a large mean (300) in float32", (2, 6, 32), F32,
+         {"loc": 300.0, "atol": 1e-4}, {}),
+    ], seed=210),
+    "FeedForward": lambda: _ffn_cases([
+        ("two batch dimensions in float64", {"d_model": 6, "d_ff": 24},
+         (2, 3, 4), F64),
+        ("d_ff = 3 < d_model = 8", {"d_model": 8, "d_ff": 3}, (2, 6), F32),
+        ("a single token of shape (D,)", {"d_model": 5, "d_ff": 10}, (),
+         F64),
+        ("d_model=1, d_ff=1", {"d_model": 1, "d_ff": 1}, (7,), F32),
+    ], seed=310),
+    "TransformerLayer": lambda: token_module_cases([
+        ("pre-LN with a causal mask in float64", _init(12, 3, 24, True),
+         (2, 6), F64, "causal"),
+        ("post-LN with a causal mask", _init(8, 2, 32), (2, 6), F32,
+         "causal"),
+        ("pre-LN with two batch dimensions", _init(8, 4, 16, True),
+         (2, 3, 4), F32, None),
+        ("post-LN in float64, 1 head, d_ff < d_model",
+         _init(6, 1, 4, False), (3, 5), F64, None),
+        ("pre-LN with a per-sequence random mask", _init(8, 2, 16, True),
+         (2, 6), F32, "random"),
+        ("post-LN with a per-sequence random mask in float64",
+         _init(8, 2, 16, False), (2, 5), F64, "random"),
+    ], seed=420),
+}

@@ -1,0 +1,38 @@
+"""Hidden cases of chapter06: inputs the student never sees before grading.
+
+They stay with the instructor: the grader hands them to a kernel only
+while it grades a submission, and compares the results in its own
+process."""
+
+from course_lib.grading.engine import Case
+
+
+def _encoding_hidden():
+    return [
+        Case("50 positions, d_model = 16", (50, 16)),
+        Case("base=100 as a keyword, d_model = 6", (7, 6),
+             {"base": 100.0}),
+        Case("one pair (d_model = 2)", (5, 2)),
+        Case("a single position", (1, 12)),
+        Case("64 positions, d_model = 64", (64, 64)),
+        Case("base = 2", (9, 10, 2.0)),
+        Case("d_model = 32, base = 1000", (20, 32, 1000.0)),
+    ]
+
+
+def _relative_hidden():
+    return [
+        Case("offset 0 (the identity)", (0, 6)),
+        Case("a negative offset, -2", (-2, 8)),
+        Case("offset 5, d_model = 16, base=100 as a keyword", (5, 16),
+             {"base": 100.0}),
+        Case("one pair (d_model = 2)", (1, 2)),
+        Case("offset 17, d_model = 32", (17, 32)),
+        Case("offset -7, d_model = 12, base = 1000", (-7, 12, 1000.0)),
+    ]
+
+
+HIDDEN = {
+    "sinusoidal_encoding": _encoding_hidden,
+    "relative_position_matrix": _relative_hidden,
+}

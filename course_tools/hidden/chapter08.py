@@ -1,0 +1,81 @@
+"""Hidden cases of chapter08: inputs the student never sees before grading.
+
+They stay with the instructor: the grader hands them to a kernel only
+while it grades a submission, and compares the results in its own
+process."""
+
+import functools
+
+import torch
+
+from course_lib import linear_attention as ref
+from course_lib.grading.chapter08 import (
+    ELU,
+    _attention_cases,
+    _state,
+    _step,
+    _xw,
+)
+from course_lib.grading.common import F32, F64, randn
+from course_lib.grading.engine import (
+    Case,
+)
+
+
+def _favor(m, d, seed):
+    """A FAVOR+ feature map with m features: phi changes d_k into m."""
+    return functools.partial(ref.favor_plus_features,
+                             W=randn(m, d, seed=seed))
+
+
+HIDDEN = {
+    "elu_feature_map": lambda: [
+        Case("a (2, 3, 5, 4) batch in float64",
+             (randn(2, 3, 5, 4, seed=802, dtype=F64, scale=3.0),)),
+        Case("x from -12 to 12", (torch.linspace(-12, 12, 97),)),
+        Case("x from -12 to 12 in float64",
+             (torch.linspace(-12, 12, 97, dtype=F64),)),
+        Case("x close to 0", (randn(6, 5, seed=803, scale=1e-3),)),
+    ],
+    "linear_attention": lambda: _attention_cases([
+        ("a (2, 3) batch in float64", (2, 3), 5, 6, 4, 4, F64, 1),
+        ("m = 7 FAVOR+ features of d_k = 3 (phi changes the size)", (2,),
+         6, 5, 3, 2, F32, 0.5, _favor(7, 3, seed=816)),
+        ("eps = 0.5", (), 4, 6, 3, 3, F32, 1, ELU, 0.5),
+        ("d_v = 1 in float64", (3,), 4, 4, 2, 1, F64, 1),
+        ("large queries and keys", (2,), 5, 5, 6, 3, F32, 5),
+        ("N_q = 37 queries, N_k = 53 keys", (2,), 37, 53, 3, 2, F64, 1),
+    ], seed=821),
+    "causal_linear_attention": lambda: _attention_cases([
+        ("a (2, 3) batch in float64", (2, 3), 7, 7, 4, 4, F64, 1),
+        ("m = 6 FAVOR+ features of d_k = 3", (2,), 6, 6, 3, 2, F32, 0.5,
+         _favor(6, 3, seed=836)),
+        ("eps = 0.5", (), 5, 5, 3, 3, F32, 1, ELU, 0.5),
+        ("one token", (2,), 1, 1, 3, 2, F32, 1),
+        ("large queries and keys in float64", (), 8, 8, 5, 2, F64, 4),
+        ("N = 41 tokens", (2,), 41, 41, 3, 2, F64, 1),
+    ], seed=841),
+    "recurrent_linear_attention_step": lambda: [
+        Case("a (2, 3) batch in float64 with a state",
+             _step((2, 3), 4, 3, 854, _state((2, 3), 4, 3, 855, F64), F64)),
+        Case("a batch of 2, state None", _step((2,), 4, 2, 856)),
+        Case("m = 5 FAVOR+ features of d_k = 3",
+             _step((2,), 3, 2, 857, _state((2,), 5, 2, seed=858), F32,
+                   _favor(5, 3, seed=859))),
+        Case("eps = 0.5 with a state",
+             _step((), 3, 3, 860, _state((), 3, 3, seed=861), F32, ELU,
+                   0.5)),
+    ],
+    "favor_plus_features": lambda: [
+        Case("X (2, 3, 5, 4) in float64, m = 16",
+             _xw((2, 3, 5, 4), 16, seed=873, dtype=F64)),
+        Case("m = 1 feature", _xw((4, 3), 1, seed=874)),
+        Case("d = 1", _xw((2, 5, 1), 6, seed=875, dtype=F64)),
+        Case("larger x", _xw((6, 5), 5, seed=876, scale=0.9)),
+        Case("X (3, 3), W (3, 3) in float64",
+             _xw((3, 3), 3, seed=877, dtype=F64)),
+    ],
+    "local_attention_mask": lambda: [
+        Case(f"n = {n}, window = {w}", (n, w)) for n, w in
+        [(7, 2), (6, 5), (1, 0), (10, 3), (8, 20), (16, 4)]],
+}

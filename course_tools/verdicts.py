@@ -1,0 +1,309 @@
+"""Each test cell's verdict, decided in the grader's process.
+
+The student's kernel is untrusted: whatever runs in it can be read and
+patched by the student. So under the autograder a test cell's
+``check(...)`` only runs the student's code on inputs the grader chose
+(:class:`ProvideCases` writes them to a file for this run) and hands the
+results back as plain data (``course_lib.grading.wire``). After the
+kernel has run, :class:`DecideVerdicts` reads those results from each test
+cell, judges them against ``course_lib``'s reference here, in this
+process, applies the rules about shortcuts to the student's source
+(``course_lib.grading.rules``), and replaces the cell's outputs with the
+verdict: the grader's message, as an error, or a pass line. nbgrader then
+scores the cell from those outputs, as usual.
+
+``nbgrader_config.py`` installs both steps around ``Execute`` with
+:func:`autograde_preprocessors`.
+"""
+
+import ast
+import inspect
+import os
+import tempfile
+import textwrap
+from pathlib import Path
+
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from course_lib.grading import (
+    GradingError,
+    exercise,
+    forbidden,
+    harness,
+    rules,
+    wire,
+)
+from course_lib.grading.engine import judge, payload
+from course_tools import hidden as hidden_cases
+
+PASSED = "\u2713"
+SIMILAR = 0.9  # a solution this close to the reference is flagged
+
+
+def expected_checks(source):
+    """``[(exercise, hidden), ...]`` for each ``check(...)`` in a cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "check" and node.args
+                and isinstance(node.args[0], ast.Constant)):
+            hidden = any(
+                k.arg == "hidden" and isinstance(k.value, ast.Constant)
+                and bool(k.value.value) for k in node.keywords
+            )
+            found.append((node.args[0].value, hidden))
+    return found
+
+
+def cases_of(name, hidden):
+    spec = exercise(name)
+    return spec, (hidden_cases.cases(name) if hidden else spec.visible())
+
+
+def test_cells(nb):
+    return [cell for cell in nb.cells if cell.cell_type == "code"
+            and cell.metadata.get("nbgrader", {}).get("grade")]
+
+
+def write_cases(nb, folder=None):
+    """Write the cases of every check in ``nb``'s test cells to a file;
+    return its path and ``{(exercise, hidden): (spec, cases)}``."""
+    table, exercises = {}, {}
+    for cell in test_cells(nb):
+        for name, hidden in expected_checks(cell.source):
+            try:
+                spec, cases = cases_of(name, hidden)
+            except ValueError:
+                continue  # the verdict says so
+            table[(name, hidden)] = (spec, cases)
+            entry = exercises.setdefault(name, {
+                "module": spec.module, "visible": [], "hidden": []})
+            entry["hidden" if hidden else "visible"] = [
+                payload(spec, case) for case in cases]
+    handle, path = tempfile.mkstemp(prefix="course-cases-", suffix=".json",
+                                    dir=folder)
+    with os.fdopen(handle, "w") as out:
+        out.write(wire.encode({"exercises": exercises}))
+    os.chmod(path, 0o644)  # the kernel may run as another user
+    return path, table
+
+
+# ----------------------------------------------------------- the rules
+
+
+def student_cells(nb, released_sources):
+    """``{index: tree}`` of the code cells the student wrote: answers,
+    and cells added or edited (not in the released notebook)."""
+    found = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("locked") or meta.get("grade") and not meta.get(
+                "solution"):
+            continue
+        if not meta.get("solution") and cell.source in released_sources:
+            continue
+        tree = rules.parse(cell.source)
+        if tree is not None:
+            found[index] = tree
+    return found
+
+
+def rule_findings(nb, names, released_sources):
+    """``{exercise: message}`` for each exercise whose answer breaks a
+    rule, and the flags for the instructor."""
+    trees = {i: rules.parse(c.source) for i, c in enumerate(nb.cells)
+             if c.cell_type == "code"}
+    aliases = rules.aliases([t for t in trees.values() if t is not None])
+    mine = student_cells(nb, released_sources)
+    answers = {c.metadata.get("nbgrader", {}).get("grade_id"): i
+               for i, c in enumerate(nb.cells) if i in mine
+               and c.metadata.get("nbgrader", {}).get("solution")}
+    verdicts, flags = {}, []
+    evasions = []
+    for index, tree in mine.items():
+        evasions += rules.uses(tree, torch_names=frozenset(),
+                               course_names=frozenset(), aliases={},
+                               cell=index)
+    for name in names:
+        spec = exercise(name)
+        if evasions:
+            verdicts[name] = rules.message(name, evasions)
+            continue
+        index = answers.get(name)
+        if index is None:
+            continue
+        helpers = [(i, t) for i, t in mine.items() if i != index]
+        chosen = [index, *sorted(rules.reachable(mine[index], helpers))]
+        found = []
+        for i in chosen:
+            found += rules.uses(mine[i], **forbidden(spec), aliases=aliases,
+                                cell=i)
+        if found:
+            verdicts[name] = rules.message(name, found, spec.shortcut_advice)
+        score = _copied(spec, nb.cells[index].source)
+        if score >= SIMILAR:
+            flags.append(f"{name}: the answer is {score:.0%} like "
+                         "course_lib's reference (names ignored): look at "
+                         f"cell {index}")
+    return verdicts, flags
+
+
+def _copied(spec, source):
+    for obj in spec.forbidden_reference[:1]:
+        try:
+            reference = textwrap.dedent(inspect.getsource(obj))
+        except (OSError, TypeError):
+            return 0.0
+        return rules.similarity(source, reference)
+    return 0.0
+
+
+# -------------------------------------------------------------- verdicts
+
+
+def _results(cell):
+    """The result bundles a test cell's outputs hold, decoded."""
+    bundles = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {}) if isinstance(output, dict) else {}
+        text = data.get(harness.MIME) if isinstance(data, dict) else None
+        if text is None:
+            continue
+        if isinstance(text, list):
+            text = "".join(str(t) for t in text)
+        try:
+            bundle = wire.decode(text)
+        except wire.WireError:
+            continue
+        if (type(bundle) is dict and type(bundle.get("exercise")) is str
+                and type(bundle.get("hidden")) is bool):
+            bundles.append(bundle)
+    return bundles
+
+
+def _stopped_by(cell):
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            value = str(output.get("evalue", ""))[:300]
+            return f"{output.get('ename', 'an error')}: {value}"
+    return None
+
+
+def judge_check(name, hidden, table, bundles, rule_verdicts):
+    """The pass line for one ``check(...)``, or raise GradingError."""
+    call = f"check({name!r}{', hidden=True' if hidden else ''})"
+    if (name, hidden) not in table:
+        raise GradingError(f"{call}: unknown exercise {name!r}")
+    if name in rule_verdicts:
+        raise GradingError(rule_verdicts[name])
+    spec, cases = table[(name, hidden)]
+    mine = [b for b in bundles if b["exercise"] == name
+            and b["hidden"] == hidden]
+    if len(mine) != 1 or type(mine[0].get("outcomes")) is not list \
+            or len(mine[0]["outcomes"]) != len(cases):
+        raise GradingError(
+            f"{call} reported {'no' if not mine else 'an unexpected'} "
+            "result: the test cell did not run the check to its end (an "
+            "error before it, or the notebook replaced or repeated "
+            "`check`). No points.")
+    worst = 0.0
+    for case, outcome in zip(cases, mine[0]["outcomes"], strict=True):
+        worst = max(worst, judge(spec, case, outcome))
+    kind = "hidden cases" if hidden else "cases"
+    return (f"{PASSED} {name}: {len(cases)} {kind} passed (largest "
+            f"difference from the reference {worst:.1e})")
+
+
+def decide(cell, table, rule_verdicts):
+    """Replace a test cell's outputs with the grader's verdict."""
+    bundles = _results(cell)
+    stopped = _stopped_by(cell)
+    timed_out = [o for o in cell.get("outputs", [])
+                 if o.get("ename") in ("CellTimeoutError",
+                                       "KeyboardInterrupt")]
+    outputs, failure = [], None
+    for name, hidden in expected_checks(cell.source):
+        try:
+            line = judge_check(name, hidden, table, bundles, rule_verdicts)
+        except GradingError as error:
+            failure = str(error)
+            if stopped and "did not run the check" in failure:
+                failure += f"\nThe test cell stopped with {stopped}"
+            break
+        outputs.append(new_output("display_data",
+                                  data={"text/plain": line}))
+    if failure is not None:
+        outputs += timed_out
+        outputs.append(new_output(
+            "error", ename="GradingError", evalue=failure,
+            traceback=[f"GradingError: {failure}"]))
+    cell.outputs = outputs
+
+
+def released_sources(resources, config):
+    """The code cells of the released notebook, when it can be found."""
+    from nbgrader.coursedir import CourseDirectory
+
+    meta = resources.get("nbgrader", {})
+    try:
+        coursedir = CourseDirectory(config=config)
+        folder = Path(coursedir.format_path(
+            coursedir.release_directory, ".", meta.get("assignment", "")))
+        import nbformat
+
+        released = nbformat.read(folder / f"{meta.get('notebook')}.ipynb",
+                                 as_version=4)
+    except (OSError, ValueError, KeyError):
+        return set()
+    return {c.source for c in released.cells if c.cell_type == "code"}
+
+
+class ProvideCases(NbGraderPreprocessor):
+    """Write this run's cases for the kernel; keep the grader's copy."""
+
+    def preprocess(self, nb, resources):
+        path, table = write_cases(nb)
+        os.environ[harness.CASES_VARIABLE] = path
+        resources["course_cases"] = (path, table)
+        return nb, resources
+
+
+class DecideVerdicts(NbGraderPreprocessor):
+    """Judge every test cell from the results its kernel handed back."""
+
+    def preprocess(self, nb, resources):
+        path, table = resources.pop("course_cases", (None, {}))
+        os.environ.pop(harness.CASES_VARIABLE, None)
+        if path and os.path.exists(path):
+            os.unlink(path)
+        names = sorted({name for name, _ in table})
+        verdicts, flags = rule_findings(
+            nb, names, released_sources(resources, self.config))
+        for cell in test_cells(nb):
+            decide(cell, table, verdicts)
+        nb.metadata["course_grading"] = {"flags": flags,
+                                         "rules": verdicts}
+        return nb, resources
+
+
+def autograde_preprocessors(execute=None):
+    """nbgrader's autograde steps with the cases and the verdicts around
+    ``Execute`` (or the ``execute`` class given)."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    steps = []
+    defaults = Autograde.class_traits()["autograde_preprocessors"]
+    for step in defaults.default():
+        if step is Execute:
+            steps += [ProvideCases, execute or Execute, DecideVerdicts]
+        else:
+            steps.append(step)
+    return steps
