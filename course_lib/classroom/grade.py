@@ -91,7 +91,8 @@ def _grade_class(options):
     # either regrades.
     package = Path(__file__).resolve().parent.parent
     settings = (f"{options.timeout}/{options.memory_mb}/{options.isolate}/"
-                + C.hash_folder(package / "grading", package / "classroom"))
+                + C.hash_folder(package / "grading", package / "classroom",
+                                package.parent / "course_tools"))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     outcomes, todo = _triage(course, options, state, sources,
                              C.submissions(course, names))
@@ -229,7 +230,8 @@ def _hidden(course, options, scratch):
     # The kernel reads course_lib from its installation (read-only); when
     # that is a clone of the course, its solutions stay out of sight.
     package = _installation()
-    paths += [package / n for n in ("solutions", ".git")
+    paths += [package / n for n in ("solutions", ".git", "course_tools",
+                                    "_build_solutions")
               if (package / n).exists()]
     if options.collect:
         paths.append(Path(options.collect).resolve())
