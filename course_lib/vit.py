@@ -14,7 +14,6 @@ keep their dtype.
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import trange
 
 from course_lib._validate import (
     require_positive_int,
@@ -268,6 +267,8 @@ def train_classifier(
     # lr_t = lr * (1 + cos(pi t / T)) / 2, from lr down to 0 over T steps
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
     history = {"train_loss": [], "test_accuracy": []}
+    from tqdm.auto import trange  # only a training run needs it
+
     bar = trange(epochs, desc="training", disable=not progress)
     for _ in bar:
         model.train()
