@@ -198,7 +198,8 @@ def _stopped_by(cell):
 
 def judge_check(name, hidden, table, bundles, rule_verdicts):
     """The pass line for one ``check(...)``, or raise GradingError."""
-    call = f"check({name!r}{', hidden=True' if hidden else ''})"
+    call = (f"the hidden check of {name}" if hidden
+            else f"check({name!r}, {name})")
     if (name, hidden) not in table:
         raise GradingError(f"{call}: unknown exercise {name!r}")
     if name in rule_verdicts:

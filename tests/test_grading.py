@@ -195,3 +195,37 @@ def test_same_verdict_every_time():
 def test_unknown_exercise():
     with pytest.raises(ValueError, match="unknown exercise"):
         check("nope", print)
+
+
+def test_hidden_cases_do_not_ship_with_course_lib():
+    """No hidden case's label is in course_lib or a released notebook,
+    and course_lib never imports the instructor's tooling."""
+    from pathlib import Path
+
+    import course_lib
+
+    package = Path(course_lib.__file__).parent
+    shipped = "".join(p.read_text() for p in package.rglob("*.py"))
+    shipped += "".join(p.read_text() for p in
+                       (package.parent / "chapters").rglob("*.ipynb"))
+    # (the class grader in course_lib/classroom is tooling that moves
+    # out of the package with issue 14)
+    library = "".join(p.read_text() for p in package.rglob("*.py")
+                      if "classroom" not in p.parts)
+    assert "import course_tools" not in library
+    assert "from course_tools" not in library
+    visible = {c.label for e in EXERCISES.values() for c in e.visible()}
+    labels = {c.label for name in EXERCISES for c in hidden.cases(name)}
+    assert len(labels) > 50
+    # a case's definition holds its label as a string literal
+    leaked = sorted(label for label in labels - visible
+                    if f'"{label}"' in shipped or f"'{label}'" in shipped)
+    assert not leaked, leaked
+
+
+def test_a_students_hidden_check_runs_nothing(capsys):
+    def wrong(x, dim=-1):
+        return x
+
+    check("softmax", wrong, hidden=True)  # no error: nothing ran
+    assert "run when your notebook is graded" in capsys.readouterr().out

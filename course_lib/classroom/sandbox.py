@@ -80,7 +80,7 @@ def isolate(*, hide, read_only, keep):
     """Mount-namespace isolation; return a line saying what was done.
 
     ``keep``: files whose bytes must reappear at the same path after
-    ``/tmp`` is replaced (the connection file, the receipt key).
+    ``/tmp`` is replaced (the connection file, the grader's cases).
     """
     libc = _libc()
     libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong,
