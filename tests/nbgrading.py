@@ -70,20 +70,23 @@ def lean(notebook):
     return notebook
 
 
-def grade_chapter(chapter, submissions, workdir, jobs=None, source=None):
+def grade_chapter(chapter, submissions, workdir, jobs=None, source=None,
+                  skip_tagged=True):
     """Autograde ``{student: notebook}``; return ``{student: Result}``.
 
     The class is graded by ``course_lib.classroom`` (what ``make grade``
     runs): ``jobs`` workers (default: the number of CPUs) in scratch
     courses, one writer into the course's gradebook. ``source`` replaces
-    the chapter's source notebook (e.g. ``lean``).
+    the chapter's source notebook (e.g. ``lean``); ``skip_tagged=False``
+    runs the cells tagged ``skip-when-grading`` too.
     """
     from course_lib.classroom.grade import Options, grade_class
 
     course = Path(tempfile.mkdtemp(prefix=f"{chapter}-", dir=workdir))
     _prepare_course(chapter, submissions, course, source)
     grade_class(Options(root=course, assignments=(chapter,),
-                        jobs=jobs or 0, timeout=120, progress=False))
+                        jobs=jobs or 0, timeout=120, progress=False,
+                        skip_tagged=skip_tagged))
     return _read_results(chapter, course, sorted(submissions))
 
 

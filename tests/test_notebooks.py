@@ -190,3 +190,64 @@ def test_wrong_right_and_cheating_answers(graded):
     wrong = sum(len(WRONG.get(e, [])) for e in exercises_of(chapter))
     assert wrong >= 5
     assert checked >= wrong
+
+
+def _names(source, stored):
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store) == stored}
+    if stored:
+        names |= {n.name for n in ast.walk(tree)
+                  if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        names |= {(a.asname or a.name).split(".")[0]
+                  for n in ast.walk(tree)
+                  if isinstance(n, (ast.Import, ast.ImportFrom))
+                  for a in n.names}
+    return names
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_exercise_depends_on_a_cell_the_grader_skips(chapter):
+    """Cells tagged skip-when-grading define nothing that an exercise,
+    a test cell or an answer of the catalogue uses."""
+    from course_lib.classroom.worker import SKIP_TAG
+
+    notebook = nbformat.read(notebook_path(chapter), 4)
+    used = set()
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader"):
+            used |= _names(cell.source, stored=False)
+    for exercise in exercises_of(chapter):
+        for pool in (CORRECT, WRONG):
+            for item in pool.get(exercise, []):
+                used |= _names(item[1], stored=False)
+    skipped = [c for c in notebook.cells if c.cell_type == "code"
+               and SKIP_TAG in c.metadata.get("tags", [])]
+    assert skipped, f"{chapter}: no cell tagged {SKIP_TAG}"
+    for cell in skipped:
+        assert not cell.metadata.get("nbgrader"), cell.source[:60]
+        clash = _names(cell.source, stored=True) & used
+        assert not clash, (chapter, sorted(clash), cell.source[:80])
+
+
+@pytest.mark.e2e
+def test_skipping_tagged_cells_changes_no_grade(tmp_path):
+    """Chapter 2's solution and catalogue, graded with the tagged cells
+    skipped and run: the same scores and messages."""
+    chapter = "02_self_attention"
+    submissions, _ = build_submissions(chapter)
+    picked = {s: nb for s, nb in submissions.items()
+              if s in ("solution", "unanswered", "wrong0", "wrong1",
+                       "right0", "cheat0", "nbcheat0")}
+    skipped = grade_chapter(chapter, picked, tmp_path / "skip")
+    full = grade_chapter(chapter, picked, tmp_path / "full",
+                         skip_tagged=False)
+    assert set(skipped) == set(full) == set(picked)
+    for student in picked:
+        assert skipped[student].scores == full[student].scores, student
+        assert skipped[student].messages == full[student].messages

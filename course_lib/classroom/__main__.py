@@ -31,6 +31,9 @@ def parse(argv):
                         help="address space of a kernel (default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
                         help="seconds for one submission (default: 900)")
+    parser.add_argument("--run-tagged", action="store_true",
+                        help="also run the narrative cells tagged "
+                        "skip-when-grading (skipped by default)")
     parser.add_argument("--no-isolation", action="store_true",
                         help="no mount namespace for the kernels")
     parser.add_argument("--collect", type=Path,
@@ -55,6 +58,7 @@ def main(argv=None):
         timeout=args.timeout, memory_mb=args.memory_mb,
         submission_timeout=args.submission_timeout,
         isolate=not args.no_isolation, collect=args.collect,
+        skip_tagged=not args.run_tagged,
         collect_regex=args.collect_regex, progress=not args.no_progress)
     try:
         outcomes = grade_class(options)

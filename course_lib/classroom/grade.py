@@ -40,6 +40,7 @@ class Options:
     collect: Path | None = None  # a folder of LMS downloads
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
+    skip_tagged: bool = True  # skip cells tagged skip-when-grading
 
 
 @dataclass
@@ -91,6 +92,7 @@ def _grade_class(options):
     # either regrades.
     package = Path(__file__).resolve().parent.parent
     settings = (f"{options.timeout}/{options.memory_mb}/{options.isolate}/"
+                f"{options.skip_tagged}/"
                 + C.hash_folder(package / "grading", package / "classroom",
                                 package.parent / "course_tools"))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
@@ -165,6 +167,7 @@ def _grade(course, options, state, tasks, templates, scratch):
     outcomes = []
     jobs = options.jobs or os.cpu_count() or 1
     settings = {"scratch": str(scratch), "memory_mb": options.memory_mb,
+                "skip_tagged": options.skip_tagged,
                 "timeout": options.timeout, "isolate": options.isolate,
                 "hide": _hidden(course, options, scratch),
                 "read_only": _read_only(course)}

@@ -25,6 +25,10 @@ OUTPUT_MESSAGES = ("stream", "display_data", "execute_result",
                    "update_display_data")
 MAX_EXTRA_FILE = 5 * 2**20
 PASSED = "\u2713"
+# Narrative cells that no exercise depends on (long experiments, plots)
+# carry this tag; `make grade` skips them unless told --run-tagged.
+SKIP_TAG = "skip-when-grading"
+NEVER = "never-skipped-by-the-autograder"
 
 
 def install_kernel(settings):
@@ -74,7 +78,7 @@ def capped_execute(max_chars=MAX_CELL_OUTPUT):
     return CappedExecute
 
 
-def _api(course_root, db, timeout):
+def _api(course_root, db, timeout, skip_tag=NEVER):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -87,6 +91,7 @@ def _api(course_root, db, timeout):
     config.Execute.interrupt_on_timeout = True
     config.Execute.kernel_name = "python3"
     config.Execute.startup_timeout = 120
+    config.Execute.skip_cells_with_tag = skip_tag
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
 
@@ -246,7 +251,8 @@ def grade(task, settings):
                   timestamp=None, work=str(work))
     reasons, written = prepare(task, course_root)
     if written:
-        api = _api(course_root, db, settings["timeout"])
+        api = _api(course_root, db, settings["timeout"],
+                   SKIP_TAG if settings.get("skip_tagged") else NEVER)
         outcome = api.autograde(task["assignment"], task["student"],
                                 force=True, create=True)
         if outcome.get("success"):

@@ -123,6 +123,14 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                 and node.func.id in ("isinstance", "issubclass")
                 and len(node.args) == 2):
             checked |= {id(n) for n in ast.walk(node.args[1])}
+    # getattr(x, "name") reads like x.name; any other use of getattr
+    # hides which name it reads
+    direct_getattr = {
+        id(node.func) for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr" and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and type(node.args[1].value) is str}
     for node in ast.walk(tree):
         if id(node) in checked:
             continue
@@ -133,11 +141,15 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                     or (node.attr not in torch_names
                         and not root.startswith("torch"))):
                 add(node, node.attr, "course_lib")
-            elif node.attr in torch_names:
+            elif node.attr in torch_names and not root.startswith(
+                    "course_lib"):
                 add(node, node.attr, "PyTorch")
             elif node.attr in EVASIVE_ATTRIBUTES or (
                     root == "sys" and node.attr == "modules"):
                 add(node, node.attr, "Python")
+        elif (isinstance(node, ast.Name) and node.id == "getattr"
+              and id(node) not in direct_getattr):
+            add(node, "getattr with a computed name", "Python")
         elif isinstance(node, ast.Name):
             path = aliases.get(node.id, "")
             last = path.rsplit(".", 1)[-1]
