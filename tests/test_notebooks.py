@@ -192,23 +192,40 @@ def test_wrong_right_and_cheating_answers(graded):
     assert checked >= wrong
 
 
-def _names(source, stored):
-    import ast
+def _reads(source):
+    """The names a cell reads from the notebook's globals."""
+    import symtable
 
     try:
-        tree = ast.parse(source)
+        table = symtable.symtable(source, "<cell>", "exec")
     except SyntaxError:
         return set()
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-             and isinstance(n.ctx, ast.Store) == stored}
-    if stored:
-        names |= {n.name for n in ast.walk(tree)
-                  if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        names |= {(a.asname or a.name).split(".")[0]
-                  for n in ast.walk(tree)
-                  if isinstance(n, (ast.Import, ast.ImportFrom))
-                  for a in n.names}
-    return names
+    own = {s.get_name() for s in table.get_symbols()
+           if s.is_assigned() or s.is_imported()}
+    found = set()
+
+    def walk(scope, top):
+        for s in scope.get_symbols():
+            if s.is_referenced() and (s.is_global() or (
+                    top and not s.is_assigned())):
+                found.add(s.get_name())
+        for child in scope.get_children():
+            walk(child, False)
+
+    walk(table, True)
+    return found - own
+
+
+def _binds(source):
+    """The global names a cell binds."""
+    import symtable
+
+    try:
+        table = symtable.symtable(source, "<cell>", "exec")
+    except SyntaxError:
+        return set()
+    return {s.get_name() for s in table.get_symbols()
+            if s.is_assigned() or s.is_imported()}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -221,17 +238,17 @@ def test_no_exercise_depends_on_a_cell_the_grader_skips(chapter):
     used = set()
     for cell in notebook.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader"):
-            used |= _names(cell.source, stored=False)
+            used |= _reads(cell.source)
     for exercise in exercises_of(chapter):
         for pool in (CORRECT, WRONG):
             for item in pool.get(exercise, []):
-                used |= _names(item[1], stored=False)
+                used |= _reads(item[1])
     skipped = [c for c in notebook.cells if c.cell_type == "code"
                and SKIP_TAG in c.metadata.get("tags", [])]
     assert skipped, f"{chapter}: no cell tagged {SKIP_TAG}"
     for cell in skipped:
         assert not cell.metadata.get("nbgrader"), cell.source[:60]
-        clash = _names(cell.source, stored=True) & used
+        clash = _binds(cell.source) & used
         assert not clash, (chapter, sorted(clash), cell.source[:80])
 
 
