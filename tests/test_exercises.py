@@ -115,7 +115,7 @@ def test_the_measure_finds_a_copy():
                   "w = torch.exp(z - z.amax(-1, keepdim=True))\n"
                   "w = w / w.sum(-1, keepdim=True)\n" * 2)
     other = tokens("plt.plot(xs, ys)\nplt.show()\n")
-    assert coverage(solution, copy) > 0.6
+    assert coverage(solution, copy) > THRESHOLD + 0.1
     assert coverage(solution, other) < 0.1
 
 
