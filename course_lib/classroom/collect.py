@@ -18,6 +18,7 @@ replaced only by a newer download, and the grader reads the reasons.
 """
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -248,10 +249,12 @@ def _unpack(download, target):
     """Unpack a zip archive, flattened, into ``target``; return notes
     about skipped members, or raise :class:`Rejected`."""
     _check_size(download)
-    notes, written, total = [], {}, [0]
+    notes, written = [], {}
     try:
         _check_directory(download.path)
-        with zipfile.ZipFile(download.path) as archive:
+        with _Counted(download.path) as raw, \
+                zipfile.ZipFile(raw) as archive:
+            budget = {"raw": raw, "total": 0}
             members = archive.infolist()
             if len(members) > MAX_MEMBERS:
                 raise Rejected(f"{len(members)} entries in the archive, "
@@ -265,7 +268,7 @@ def _unpack(download, target):
                         raise Skipped(f"the same file name as "
                                       f"{_show(written[name])}")
                     if name:
-                        _extract(archive, info, target / name, total)
+                        _extract(archive, info, target / name, budget)
                         written[name] = info.filename
                 except (Skipped, NotImplementedError) as error:
                     notes.append(f"{_show(download.name)}: "
@@ -340,20 +343,35 @@ def _member_name(info):
     return name
 
 
-def _extract(archive, info, path, total):
+class _Counted(io.FileIO):
+    """A file that counts the bytes read from it: what a member really
+    consumed of the archive, whatever its header says."""
+
+    consumed = 0
+
+    def read(self, size=-1):
+        data = super().read(size)
+        self.consumed += len(data)
+        return data
+
+
+def _extract(archive, info, path, budget):
     """Unpack one member to ``path``, counting bytes as they come."""
+    budget["start"] = budget["raw"].consumed
+    budget["name"] = info.filename
     with archive.open(info) as stream:
         first = stream.read(CHUNK)
         if first.startswith(MAGIC):
             raise Skipped("an archive inside the archive (not unpacked)")
-        _write(stream, path, MAX_MEMBER, (info, total), first)
+        _write(stream, path, MAX_MEMBER, budget, first)
 
 
 def _write(stream, path, limit, budget=None, data=None):
     """Copy ``stream`` into a new file at ``path`` (never through a
     link), counting bytes: past ``limit``, the file is removed and
-    :class:`Skipped` raised. ``budget`` is ``(member, [total])`` for an
-    archive member: past the archive's limits, :class:`Rejected`."""
+    :class:`Skipped` raised. For an archive member, ``budget`` counts
+    what the archive gave and consumed: past its limits,
+    :class:`Rejected`."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     count = 0
     data = stream.read(CHUNK) if data is None else data
@@ -361,13 +379,12 @@ def _write(stream, path, limit, budget=None, data=None):
         while data:
             count += len(data)
             if budget:
-                info, total = budget
-                total[0] += len(data)
-                if total[0] > MAX_TOTAL:
+                budget["total"] += len(data)
+                if budget["total"] > MAX_TOTAL:
                     raise Rejected(_over(MAX_TOTAL, "an archive, unpacked"))
-                if (count > RATIO_FLOOR and count > MAX_RATIO
-                        * max(info.compress_size, 1)):
-                    raise Rejected(f"a zip bomb: {_show(info.filename)} "
+                packed = budget["raw"].consumed - budget["start"]
+                if count > RATIO_FLOOR and count > MAX_RATIO * packed:
+                    raise Rejected(f"a zip bomb: {_show(budget['name'])} "
                                    f"expands over {MAX_RATIO} times")
             if count > limit:
                 break
