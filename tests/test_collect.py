@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 from course_lib import release
+from course_lib.classroom import archive as Z
 from course_lib.classroom import collect as K
 from course_lib.classroom.course import load_course
 from course_lib.classroom.grade import Options, grade_class, summary
@@ -195,7 +196,7 @@ def test_a_zip_bomb_is_caught_while_unpacking_too(course, tmp_path,
                                                   monkeypatch):
     """Even if what the archive declares were believed, the bytes are
     counted as they come: unpacking stops past 1 MB at over 200:1."""
-    monkeypatch.setattr(K, "_declared", lambda info: None)
+    monkeypatch.setattr(Z, "_declared", lambda info: None)
     _zeros_zip(tmp_path / "downloads" / A / "archive" / "dave_tiny.zip",
                1024)
     report = _collect(course, tmp_path)
@@ -205,8 +206,8 @@ def test_a_zip_bomb_is_caught_while_unpacking_too(course, tmp_path,
 
 
 def test_sizes_are_counted_not_believed(course, tmp_path, monkeypatch):
-    monkeypatch.setattr(K, "MAX_MEMBER", MB)
-    monkeypatch.setattr(K, "MAX_TOTAL", 3 * MB)
+    monkeypatch.setattr(Z, "MAX_MEMBER", MB)
+    monkeypatch.setattr(Z, "MAX_TOTAL", 3 * MB)
     big = os.urandom(MB + 1)  # does not compress: no zip bomb
     _download(tmp_path, "erin_tiny.zip", [("tiny.ipynb", b"erin's"),
                                           ("data.bin", big)])
@@ -241,12 +242,12 @@ def test_an_oversized_download_is_refused(course, tmp_path, monkeypatch):
 
 def test_too_many_members_are_refused(course, tmp_path):
     _download(tmp_path, "grace_tiny.zip",
-              [(f"f{i}.txt", b"x") for i in range(K.MAX_MEMBERS + 1)]
+              [(f"f{i}.txt", b"x") for i in range(Z.MAX_MEMBERS + 1)]
               + [("tiny.ipynb", b"grace's")])
     report = _collect(course, tmp_path)
     (reason,) = report.reasons[(A, "grace")]
     assert "1002 entries in the archive" in reason
-    assert f"over the limit of {K.MAX_MEMBERS} entries" in reason
+    assert f"over the limit of {Z.MAX_MEMBERS} entries" in reason
     assert _files(course) == {}
 
 
@@ -385,14 +386,17 @@ def _text(notebook):
 # student -> (score, status, reasons that must appear)
 E2E = {
     "alice": (3, "graded", []),
-    "mallory": (0, "graded", ["notes.txt skipped: a path that leads out"]),
+    # her newest download (wrong answers, hostile members) is graded,
+    # not her first (right answers), nor alice's
+    "mallory": (0, "graded", [
+        "2 downloads for this assignment: collected the newest, "
+        f"{A}/archive/mallory_v2.zip",
+        "notes.txt skipped: a path that leads out of the archive",
+        "link skipped: a symbolic link",
+        "inner.zip skipped: an archive inside"]),
     "carol": (0, "failed", ["carol_tiny.zip was not collected: not a zip",
                             "no notebook tiny.ipynb"]),
     "dave": (0, "failed", ["a zip bomb", "no notebook tiny.ipynb"]),
-    "erin": (3, "graded", ["2 downloads for this assignment: collected "
-                           f"the newest, {A}/archive/erin_v2.zip"]),
-    "frank": (3, "graded", ["link skipped: a symbolic link",
-                            "inner.zip skipped: an archive inside"]),
 }
 
 
@@ -401,17 +405,15 @@ def test_a_class_collected_from_hostile_downloads_is_graded(tmp_path):
     root, released = _released(tmp_path)
     right, wrong = (_text(_answer(released, s)) for s in (RIGHT, WRONG))
     _download(tmp_path, f"alice_{NAME}.ipynb", right)
-    _download(tmp_path, "mallory_tiny.zip", [
+    _download(tmp_path, f"mallory_{NAME}.ipynb", right, OLD)
+    _download(tmp_path, "mallory_v2.zip", [
         (f"submitted/alice/{A}/{NAME}.ipynb", wrong),
-        (f"alice_{NAME}.ipynb", wrong), (f"../alice/{A}/notes.txt", b"")])
+        (f"alice_{NAME}.ipynb", right), (f"../alice/{A}/notes.txt", b""),
+        ("inner.zip", b"PK\x03\x04"),
+        (_member("link", stat.S_IFLNK | 0o777), b"/etc/passwd")], NEW)
     _download(tmp_path, "carol_tiny.zip", b"not a zip at all")
     _zeros_zip(tmp_path / "downloads" / A / "archive" / "dave_tiny.zip",
                1024)
-    _download(tmp_path, f"erin_{NAME}.ipynb", wrong, OLD)
-    _download(tmp_path, "erin_v2.zip", [(f"erin/{NAME}.ipynb", right)], NEW)
-    _download(tmp_path, "frank_tiny.zip", [
-        (f"{NAME}.ipynb", right), ("inner.zip", b"PK\x03\x04"),
-        (_member("link", stat.S_IFLNK | 0o777), b"/etc/passwd")])
     _download(tmp_path, "README.txt", b"from the LMS")
     options = Options(root=root, timeout=10, progress=False, jobs=2,
                       collect=tmp_path / "downloads")
@@ -427,10 +429,15 @@ def test_a_class_collected_from_hostile_downloads_is_graded(tmp_path):
         for reason in reasons:
             assert reason in "; ".join(outcome.reasons), (reason, outcome)
     assert found["alice"].reasons == []
-    page = (root / "feedback" / "frank" / A / f"{NAME}.html").read_text()
+    page = (root / "feedback" / "mallory" / A / f"{NAME}.html").read_text()
     assert "About your submission" in page and "a symbolic link" in page
     page = (root / "feedback" / "dave" / A / f"{NAME}.html").read_text()
     assert "a zip bomb" in page
+    assert sorted(os.listdir(root / "submitted")) == [
+        K.MANIFEST, "alice", "carol", "dave", "mallory"]
+    assert os.listdir(root / "submitted" / "alice" / A) == [f"{NAME}.ipynb"]
+    assert (root / "submitted" / "alice" / A / f"{NAME}.ipynb"
+            ).read_bytes() == right
     rows = (root / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + len(E2E)
     # collecting and grading again: nothing changes, the reasons stay

@@ -5,7 +5,7 @@ too). A file whose path matches the regex (named groups ``student_id``
 and, optionally, ``file_id``) is that student's submission of that
 assignment, whatever it holds: a notebook (or any other file) is copied
 to ``submitted/<student>/<assignment>/<file_id>``; a zip archive is
-unpacked there, flattened (its folders dropped), under the limits below.
+unpacked there, flattened (its folders dropped), by :mod:`.archive`.
 Nothing inside an archive chooses a student, an assignment or a place to
 write. One download counts per student and assignment: the newest.
 
@@ -18,46 +18,33 @@ replaced only by a newer download, and the grader reads the reasons.
 """
 
 import hashlib
-import io
 import json
 import os
 import re
 import shutil
 import stat
-import struct
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.classroom import course as C
+from course_lib.classroom.archive import (
+    MB,
+    Rejected,
+    Skipped,
+    junk,
+    over,
+    safe,
+    show,
+    unpack,
+    write,
+)
 
 # Matched against each download's absolute path, e.g.
 # "downloads/<assignment>/archive/<student>_<notebook>.ipynb" or ".zip".
 DEFAULT_REGEX = (r".*/(?P<student_id>[^/_]+)_"
                  r"(?P<file_id>[^/]+\.(?:ipynb|zip))$")
 MANIFEST = ".collected.json"
-MB = 2**20
 MAX_DOWNLOAD = 64 * MB  # bytes of one downloaded file
-MAX_MEMBERS = 1000  # entries of one archive, folders included
-MAX_DIRECTORY = MB  # bytes of its table of contents, read before parsing
-MAX_MEMBER = 64 * MB  # bytes of one unpacked file
-MAX_TOTAL = 128 * MB  # bytes unpacked from one archive
-MAX_RATIO = 200  # unpacked / packed bytes of one member ...
-RATIO_FLOOR = MB  # ... once it is past this size
-CHUNK = 2**16
-ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
-MAGIC = (b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"7z\xbc\xaf",
-         b"Rar!")
-JUNK = {"__MACOSX", "__pycache__", "Thumbs.db"}  # and names with a dot
-
-
-class Rejected(Exception):
-    """A download that is not collected at all."""
-
-
-class Skipped(Exception):
-    """A member of an archive that is not collected."""
 
 
 @dataclass
@@ -131,8 +118,8 @@ def _find(folder, assignment, pattern, report):
         return {}
     found = {}
     for root, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if not _junk(d))
-        for file in sorted(f for f in files if not _junk(f)):
+        dirs[:] = sorted(d for d in dirs if not junk(d))
+        for file in sorted(f for f in files if not junk(f)):
             path = Path(root) / file
             name = str(path.relative_to(folder))
             info = path.lstat()
@@ -143,11 +130,11 @@ def _find(folder, assignment, pattern, report):
                 why = "not a regular file"
             elif not match:
                 why = "its name does not match --collect-regex"
-            elif not _safe(student):
-                why = f"student id {_show(student)!r} is not a folder name"
+            elif not safe(student):
+                why = f"student id {show(student)!r} is not a folder name"
             if why:
                 report.lines.append(f"{assignment}: not collected: "
-                                    f"{_show(name)}: {why}")
+                                    f"{show(name)}: {why}")
                 continue
             file_id = (match.groupdict().get("file_id") or file)
             found.setdefault(student, []).append(Download(
@@ -165,10 +152,10 @@ def _choose(downloads):
         return kept, []
     tie = any(d.mtime == kept.mtime for d in others)
     return kept, [f"{len(ordered)} downloads for this assignment: "
-                  f"collected the newest, {_show(kept.name)}"
+                  f"collected the newest, {show(kept.name)}"
                   + (" (same time: the last name)" if tie else "")
                   + "; not collected: "
-                  + ", ".join(_show(d.name) for d in others)]
+                  + ", ".join(show(d.name) for d in others)]
 
 
 def _place(course, download, notes, manifest, report):
@@ -186,8 +173,8 @@ def _place(course, download, notes, manifest, report):
         if (entry["mtime"], entry["download"]) > (d.mtime, d.name):
             report.lines.append(
                 f"{key}: kept the newer download collected before, "
-                f"{_show(entry['download'])}; not collected: "
-                f"{_show(d.name)}")
+                f"{show(entry['download'])}; not collected: "
+                f"{show(d.name)}")
             return entry["reasons"]
     elif folder.is_symlink() or folder.exists():
         newest = folder.lstat().st_mtime
@@ -197,21 +184,24 @@ def _place(course, download, notes, manifest, report):
         if newest >= d.mtime or folder.is_symlink():
             report.lines.append(
                 f"{key}: kept submitted/{key}, not collected from these "
-                f"downloads and newer; not collected: {_show(d.name)}")
+                f"downloads and newer; not collected: {show(d.name)}")
             return []
     staging = folder.parent / f".{d.assignment}.new"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
         if d.path.suffix.lower() == ".zip":
-            extra = _unpack(d, staging)
+            _check_size(d)
+            extra = [f"{show(d.name)}: {note}"
+                     for note in unpack(d.path, staging)]
         else:
             extra = _copy(d, staging)
     except Rejected as error:
         shutil.rmtree(staging)
         staging.mkdir()
-        extra = [f"{_show(d.name)} was not collected: {error}"]
+        extra = [f"{show(d.name)} was not collected: {error}"]
     old = folder.parent / f".{d.assignment}.old"
+    shutil.rmtree(old, ignore_errors=True)  # left by an interrupted run
     if folder.exists() or folder.is_symlink():
         os.replace(folder, old)
     os.replace(staging, folder)
@@ -229,11 +219,11 @@ def _copy(download, target):
     """A plain download, copied as its ``file_id``."""
     _check_size(download)
     name = re.split(r"[/\\]", download.file_id)[-1]
-    if not _safe(name) or _junk(name):
+    if not safe(name) or junk(name):
         name = download.path.name
     try:
         with open(download.path, "rb") as source:
-            _write(source, target / name, MAX_DOWNLOAD)
+            write(source, target / name, MAX_DOWNLOAD)
     except Skipped as error:
         raise Rejected(str(error)) from None
     return []
@@ -242,179 +232,7 @@ def _copy(download, target):
 def _check_size(download):
     if download.size > MAX_DOWNLOAD:
         raise Rejected(f"{download.size / MB:.1f} MB, "
-                       + _over(MAX_DOWNLOAD, "a download"))
-
-
-def _unpack(download, target):
-    """Unpack a zip archive, flattened, into ``target``; return notes
-    about skipped members, or raise :class:`Rejected`."""
-    _check_size(download)
-    notes, written = [], {}
-    try:
-        _check_directory(download.path)
-        with _Counted(download.path) as raw, \
-                zipfile.ZipFile(raw) as archive:
-            budget = {"raw": raw, "total": 0}
-            members = archive.infolist()
-            if len(members) > MAX_MEMBERS:
-                raise Rejected(f"{len(members)} entries in the archive, "
-                               f"over the limit of {MAX_MEMBERS}")
-            for info in members:
-                _declared(info)
-            for info in members:
-                try:
-                    name = _member_name(info)
-                    if name and name in written:
-                        raise Skipped(f"the same file name as "
-                                      f"{_show(written[name])}")
-                    if name:
-                        _extract(archive, info, target / name, budget)
-                        written[name] = info.filename
-                except (Skipped, NotImplementedError) as error:
-                    notes.append(f"{_show(download.name)}: "
-                                 f"{_show(info.filename)} skipped: {error}")
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError,
-            RuntimeError, struct.error) as error:
-        raise Rejected(f"not a readable zip archive ({error})") from None
-    if notes:
-        notes.append("only the other files of your archive were collected")
-    return notes
-
-
-def _check_directory(path):
-    """Refuse an archive whose table of contents is too large to parse,
-    from its end record (zip64 included), before ``zipfile`` reads it."""
-    size = path.stat().st_size
-    with open(path, "rb") as source:
-        source.seek(max(0, size - 65_557))
-        tail = source.read()
-        at = tail.rfind(b"PK\x05\x06")
-        if at < 0 or len(tail) < at + 22:
-            raise Rejected("not a zip archive (no end record)")
-        count, length = struct.unpack("<HI", tail[at + 10:at + 16])
-        if at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":
-            (where,) = struct.unpack("<Q", tail[at - 12:at - 4])
-            source.seek(where)
-            record = source.read(56)
-            if len(record) < 56 or record[:4] != b"PK\x06\x06":
-                raise Rejected("not a readable zip archive (zip64)")
-            count, length = struct.unpack("<QQ", record[32:48])
-    if count > MAX_MEMBERS or length > MAX_DIRECTORY:
-        raise Rejected(f"{count} entries in the archive ({length} bytes of "
-                       f"contents), over the limit of {MAX_MEMBERS} "
-                       f"entries ({MAX_DIRECTORY} bytes)")
-
-
-def _declared(info):
-    """Refuse a zip bomb from what the archive declares (it is counted
-    again while unpacking, since declarations can lie)."""
-    if (info.file_size > RATIO_FLOOR
-            and info.file_size > MAX_RATIO * max(info.compress_size, 1)):
-        raise Rejected(f"a zip bomb: {_show(info.filename)} would expand "
-                       f"{info.file_size // max(info.compress_size, 1)} "
-                       f"times, over the limit of {MAX_RATIO}")
-
-
-def _member_name(info):
-    """The flattened file name of a member, ``None`` for a folder or a
-    junk file; raise :class:`Skipped` for a member that is skipped."""
-    path = info.filename.replace("\\", "/")
-    kind = stat.S_IFMT(info.external_attr >> 16)
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    if path.startswith("/") or re.match(r"[A-Za-z]:", path):
-        raise Skipped("an absolute path")
-    if ".." in parts:
-        raise Skipped("a path that leads out of the archive (..)")
-    if kind == stat.S_IFLNK:
-        raise Skipped("a symbolic link")
-    if info.is_dir() or kind == stat.S_IFDIR or not parts:
-        return None
-    if kind not in (0, stat.S_IFREG):
-        raise Skipped("not a regular file (a device, pipe or socket)")
-    if any(_junk(p) for p in parts):
-        return None
-    name = parts[-1]
-    if name.lower().endswith(ARCHIVES):
-        raise Skipped("an archive inside the archive (not unpacked)")
-    if not _safe(name):
-        raise Skipped("a file name that cannot be used")
-    if info.flag_bits & 0x1:
-        raise Skipped("encrypted")
-    return name
-
-
-class _Counted(io.FileIO):
-    """A file that counts the bytes read from it: what a member really
-    consumed of the archive, whatever its header says."""
-
-    consumed = 0
-
-    def read(self, size=-1):
-        data = super().read(size)
-        self.consumed += len(data)
-        return data
-
-
-def _extract(archive, info, path, budget):
-    """Unpack one member to ``path``, counting bytes as they come."""
-    budget["start"] = budget["raw"].consumed
-    budget["name"] = info.filename
-    with archive.open(info) as stream:
-        first = stream.read(CHUNK)
-        if first.startswith(MAGIC):
-            raise Skipped("an archive inside the archive (not unpacked)")
-        _write(stream, path, MAX_MEMBER, budget, first)
-
-
-def _write(stream, path, limit, budget=None, data=None):
-    """Copy ``stream`` into a new file at ``path`` (never through a
-    link), counting bytes: past ``limit``, the file is removed and
-    :class:`Skipped` raised. For an archive member, ``budget`` counts
-    what the archive gave and consumed: past its limits,
-    :class:`Rejected`."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    count = 0
-    data = stream.read(CHUNK) if data is None else data
-    with os.fdopen(os.open(path, flags, 0o644), "wb") as out:
-        while data:
-            count += len(data)
-            if budget:
-                budget["total"] += len(data)
-                if budget["total"] > MAX_TOTAL:
-                    raise Rejected(_over(MAX_TOTAL, "an archive, unpacked"))
-                packed = budget["raw"].consumed - budget["start"]
-                if count > RATIO_FLOOR and count > MAX_RATIO * packed:
-                    raise Rejected(f"a zip bomb: {_show(budget['name'])} "
-                                   f"expands over {MAX_RATIO} times")
-            if count > limit:
-                break
-            out.write(data)
-            data = stream.read(CHUNK)
-    if count > limit:
-        path.unlink()
-        raise Skipped(_over(limit, "a file"))
-
-
-def _over(limit, what):
-    return f"over the {limit // MB} MB limit for {what}"
-
-
-def _safe(name):
-    """A usable file or folder name: one printable path component."""
-    return (0 < len(name.encode("utf-8", "replace")) <= 255
-            and name.isprintable() and name == name.strip()
-            and not name.startswith(".") and "/" not in name
-            and "\\" not in name)
-
-
-def _junk(name):
-    return name.startswith(".") or name in JUNK
-
-
-def _show(text):
-    """``text`` safe to print: non-printable characters escaped, cut."""
-    text = text if text.isprintable() else ascii(text)[1:-1]
-    return text if len(text) <= 100 else text[:97] + "..."
+                       + over(MAX_DOWNLOAD, "a download"))
 
 
 def _sha256(path):
