@@ -264,7 +264,8 @@ def test_links_devices_and_nested_archives_are_skipped(course, tmp_path):
         ("inner.tar.gz", b"not unpacked either"),
         ("renamed.txt", inner.read_bytes()),
         ("copy/tiny.ipynb", b"a second tiny.ipynb"),
-        ("bad\nname.txt", b"x")])
+        ("bad\nname.txt", b"x"),
+        ("work/timestamp.txt", b"2000-01-01 00:00:00")])
     report = _collect(course, tmp_path)
     assert _files(course) == {
         f"submitted/frank/{A}/tiny.ipynb": b"frank's notebook"}
@@ -278,6 +279,7 @@ def test_links_devices_and_nested_archives_are_skipped(course, tmp_path):
                      "copy/tiny.ipynb skipped: the same file name as "
                      "tiny.ipynb",
                      "bad\\nname.txt skipped: a file name that cannot",
+                     "work/timestamp.txt skipped: the grader's own file",
                      "only the other files of your archive"):
         assert expected in text, (expected, text)
 
@@ -285,9 +287,11 @@ def test_links_devices_and_nested_archives_are_skipped(course, tmp_path):
 def test_duplicates_keep_the_newest_download(course, tmp_path):
     _download(tmp_path, f"erin_{NAME}.ipynb", b"erin's first", OLD)
     _download(tmp_path, "erin_v2.zip", [("tiny.ipynb", b"erin's last")], NEW)
+    _download(tmp_path, "yan_timestamp.txt", b"2000-01-01", OLD)
     _download(tmp_path, "zed_a.ipynb", b"zed a", OLD)
     _download(tmp_path, "zed_b.ipynb", b"zed b", OLD)
-    report = _collect(course, tmp_path)
+    any_file = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+)$"
+    report = _collect(course, tmp_path, regex=any_file)
     assert _files(course) == {
         f"submitted/erin/{A}/tiny.ipynb": b"erin's last",
         f"submitted/zed/{A}/b.ipynb": b"zed b"}
@@ -296,6 +300,8 @@ def test_duplicates_keep_the_newest_download(course, tmp_path):
         f"{A}/archive/erin_v2.zip; not collected: "
         f"{A}/archive/erin_{NAME}.ipynb"]
     assert "(same time: the last name)" in report.reasons[(A, "zed")][0]
+    assert "timestamp.txt is the grader's own file" in report.reasons[
+        (A, "yan")][0]
 
 
 def test_collecting_again_is_idempotent(course, tmp_path):

@@ -27,6 +27,8 @@ ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
 MAGIC = (b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"7z\xbc\xaf",
          b"Rar!")
 JUNK = {"__MACOSX", "__pycache__", "Thumbs.db"}  # and names with a dot
+# nbgrader reads the submission time from it: not the student's to set
+RESERVED = {"timestamp.txt"}
 
 
 class Rejected(Exception):
@@ -130,6 +132,8 @@ def _member_name(info):
         raise Skipped("an archive inside the archive (not unpacked)")
     if not safe(name):
         raise Skipped("a file name that cannot be used")
+    if name in RESERVED:
+        raise Skipped("the grader's own file (the submission time)")
     if info.flag_bits & 0x1:
         raise Skipped("encrypted")
     return name

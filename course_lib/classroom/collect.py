@@ -29,6 +29,7 @@ from pathlib import Path
 from course_lib.classroom import course as C
 from course_lib.classroom.archive import (
     MB,
+    RESERVED,
     Rejected,
     Skipped,
     junk,
@@ -221,6 +222,9 @@ def _copy(download, target):
     name = re.split(r"[/\\]", download.file_id)[-1]
     if not safe(name) or junk(name):
         name = download.path.name
+    if name in RESERVED:
+        raise Rejected(f"{name} is the grader's own file (the submission "
+                       "time)")
     try:
         with open(download.path, "rb") as source:
             write(source, target / name, MAX_DOWNLOAD)
