@@ -284,6 +284,20 @@ def test_links_devices_and_nested_archives_are_skipped(course, tmp_path):
         assert expected in text, (expected, text)
 
 
+def test_a_flood_of_skipped_members_is_counted_not_listed(course,
+                                                          tmp_path):
+    _download(tmp_path, "frank_tiny.zip", [("tiny.ipynb", b"frank's")]
+              + [(f"../x{i}", b"") for i in range(30)])
+    (folder_manifest := course.root / "submitted").mkdir()
+    (folder_manifest / K.MANIFEST).write_text('{"x": 1, "a/b": {}}')
+    reasons = _collect(course, tmp_path).reasons[(A, "frank")]
+    assert len(reasons) == Z.MAX_NOTES + 2
+    assert reasons[-2].endswith("frank_tiny.zip: 20 more members skipped")
+    assert reasons[-1].endswith("only the other files of your archive "
+                                "were collected")
+    assert _files(course) == {f"submitted/frank/{A}/tiny.ipynb": b"frank's"}
+
+
 def test_duplicates_keep_the_newest_download(course, tmp_path):
     _download(tmp_path, f"erin_{NAME}.ipynb", b"erin's first", OLD)
     _download(tmp_path, "erin_v2.zip", [("tiny.ipynb", b"erin's last")], NEW)

@@ -27,6 +27,7 @@ ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
 MAGIC = (b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"7z\xbc\xaf",
          b"Rar!")
 JUNK = {"__MACOSX", "__pycache__", "Thumbs.db"}  # and names with a dot
+MAX_NOTES = 10  # skipped members named; the rest are counted
 # nbgrader reads the submission time from it: not the student's to set
 RESERVED = {"timestamp.txt"}
 
@@ -69,7 +70,11 @@ def unpack(path, target):
                                  f"{error}")
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError,
             RuntimeError, struct.error) as error:
-        raise Rejected(f"not a readable zip archive ({error})") from None
+        raise Rejected(f"not a readable zip archive ({show(str(error))})"
+                       ) from None
+    if len(notes) > MAX_NOTES:
+        notes[MAX_NOTES:] = [f"{len(notes) - MAX_NOTES} more members "
+                             "skipped"]
     if notes:
         notes.append("only the other files of your archive were collected")
     return notes

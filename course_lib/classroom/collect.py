@@ -156,7 +156,9 @@ def _choose(downloads):
                   f"collected the newest, {show(kept.name)}"
                   + (" (same time: the last name)" if tie else "")
                   + "; not collected: "
-                  + ", ".join(show(d.name) for d in others)]
+                  + ", ".join(show(d.name) for d in others[-5:])
+                  + (f" and {len(others) - 5} more" if len(others) > 5
+                     else "")]
 
 
 def _place(course, download, notes, manifest, report):
@@ -248,11 +250,15 @@ def _sha256(path):
 
 
 def _load(course):
+    """The manifest; an entry that is not as written is left out."""
     try:
         found = json.loads(course.path("submitted", MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
-    return found if isinstance(found, dict) else {}
+    keys = {"download", "mtime", "sha256", "hash", "notes", "reasons"}
+    return {k: v for k, v in found.items()
+            if "/" in k and isinstance(v, dict) and keys <= set(v)
+            } if isinstance(found, dict) else {}
 
 
 def _save(course, manifest):
