@@ -88,8 +88,10 @@ def collect(course, names, folder, regex=DEFAULT_REGEX):
             try:
                 reasons = _place(course, kept, notes, manifest, report)
             except OSError as error:  # e.g. a full disk: say so, go on
-                reasons = notes + [f"{kept.name} could not be collected: "
-                                   f"{error}"]
+                report.lines.append(f"{assignment}/{student}: "
+                                    f"{show(kept.name)} could not be "
+                                    f"collected: {error}")
+                continue
             if reasons:
                 report.reasons[(assignment, student)] = reasons
             _save(course, manifest)
