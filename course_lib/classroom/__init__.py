@@ -4,7 +4,9 @@
                                    [--db URL] [--collect FOLDER]
 
 Modules: ``course`` (the course folder, its submissions and the templates
-each assignment is graded from), ``repair`` (a submitted notebook put back
+each assignment is graded from), ``collect`` (LMS downloads into
+``submitted/``, each one its student's), ``archive`` (a student's zip
+unpacked under limits), ``repair`` (a submitted notebook put back
 into the assignment's shape, with the reasons), ``sandbox`` (the student
 kernel's limits and isolation), ``worker`` (grades one submission in a
 scratch course with nbgrader's API), ``pool`` (the worker processes),

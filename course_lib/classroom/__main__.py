@@ -37,10 +37,12 @@ def parse(argv):
     parser.add_argument("--no-isolation", action="store_true",
                         help="no mount namespace for the kernels")
     parser.add_argument("--collect", type=Path,
-                        help="LMS downloads: FOLDER/<assignment>/archive/ "
-                        "(nbgrader zip_collect)")
+                        help="LMS downloads: FOLDER/<assignment>/archive/, "
+                        "each file (a notebook or a zip) one student's")
     parser.add_argument("--collect-regex", default=DEFAULT_REGEX,
-                        help="file name pattern with student_id, file_id")
+                        help="pattern of a download's path, with groups "
+                        "student_id and file_id (default: "
+                        "<student>_<name>.ipynb or .zip)")
     parser.add_argument("--no-progress", action="store_true")
     return parser.parse_args(argv)
 

@@ -16,14 +16,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.classroom import collect as downloads
 from course_lib.classroom import course as C
 from course_lib.classroom import feedback, record
+from course_lib.classroom.collect import DEFAULT_REGEX
 from course_lib.classroom.pool import run_workers
 
 LOCK = ".grading.lock"
-# nbgrader matches it against each downloaded file's absolute path:
-# "downloads/<assignment>/archive/<student>_<notebook>.ipynb".
-DEFAULT_REGEX = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+\.ipynb)$"
 
 
 @dataclass
@@ -41,6 +40,13 @@ class Options:
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
     skip_tagged: bool = True  # skip cells tagged skip-when-grading
+
+
+class Outcomes(list):
+    """The outcomes, and ``notes``: lines about files that belong to no
+    submission (downloads not collected)."""
+
+    notes = ()
 
 
 @dataclass
@@ -85,8 +91,11 @@ def _grade_class(options):
     if unknown:
         raise ValueError(f"unknown assignments {unknown}; expected some "
                          f"of {known}")
+    lines = []
     if options.collect:
-        collect(course, names, Path(options.collect), options.collect_regex)
+        lines = collect(course, names, Path(options.collect),
+                        options.collect_regex).lines
+    notes = downloads.reasons(course)  # what collecting found, per student
     state = C.load_state(course)
     # A grade also depends on the checks and on this grader: a change to
     # either regrades.
@@ -97,13 +106,16 @@ def _grade_class(options):
                                 package.parent / "course_tools"))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     outcomes, todo = _triage(course, options, state, sources,
-                             C.submissions(course, names))
+                             C.submissions(course, names), notes)
+    outcomes = Outcomes(outcomes)
+    outcomes.notes = lines
     if not todo:
         from nbgrader.api import Gradebook
 
         with Gradebook(course.db_url) as gradebook:
             record.export_csv(gradebook, course.root / "grades.csv")
-        return sorted(outcomes, key=lambda o: (o.assignment, o.student))
+        outcomes.sort(key=lambda o: (o.assignment, o.student))
+        return outcomes
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
     try:
         templates = _templates(course, sorted({a for a, _, _, _ in todo}),
@@ -111,6 +123,9 @@ def _grade_class(options):
         tasks = [_task(course, templates[a], s, folder,
                        scratch / "work" / str(k), digest)
                  for k, (a, s, folder, digest) in enumerate(todo)]
+        for task in tasks:
+            task["collected"] = notes.get((task["assignment"],
+                                           task["student"]), [])
         outcomes += _grade(course, options, state, tasks, templates,
                            scratch)
     finally:
@@ -119,14 +134,16 @@ def _grade_class(options):
     return outcomes
 
 
-def _triage(course, options, state, sources, found):
-    """Outcomes of the unchanged submissions, and the rest to grade."""
+def _triage(course, options, state, sources, found, notes=None):
+    """Outcomes of the unchanged submissions, and the rest to grade; a
+    submission whose collecting ``notes`` changed is graded again."""
     from nbgrader.api import Gradebook
 
     outcomes, todo = [], []
     with Gradebook(course.db_url) as gradebook:
         for assignment, student, folder in found:
-            digest = C.hash_folder(folder)
+            digest = C.hash_folder(folder, *(notes or {}).get(
+                (assignment, student), []))
             before = state["submissions"].get(f"{assignment}/{student}", {})
             if (not options.force and before.get("hash") == digest
                     and before.get("source") == sources[assignment]
@@ -182,7 +199,8 @@ def _grade(course, options, state, tasks, templates, scratch):
         for task, result in run_workers(
                 tasks, jobs=jobs, settings=settings,
                 limit_s=options.submission_timeout):
-            result["reasons"] = result.get("reasons", []) + notes
+            result["reasons"] = (task.get("collected", [])
+                                 + result.get("reasons", []) + notes)
             outcome = _store(course, gradebook, templates, task, result)
             outcomes.append(outcome)
             state["submissions"][f"{task['assignment']}/"
@@ -279,19 +297,10 @@ def _store(course, gradebook, templates, task, result):
                    result.get("seconds", 0.0))
 
 
-def collect(course, names, folder, regex):
+def collect(course, names, folder, regex=DEFAULT_REGEX):
     """Bring LMS downloads (``FOLDER/<assignment>/archive/``) into
-    ``submitted/`` with ``nbgrader zip_collect``."""
-    if not folder.is_dir():
-        raise ValueError(f"expected a folder of downloads, got {folder}")
-    # nbgrader takes the folder relative to the course's root
-    relative = os.path.relpath(folder.resolve(), course.root)
-    for name in names:
-        if (folder / name).is_dir():
-            C.nbgrader(["zip_collect", name, "--force",
-                        f"--ZipCollectApp.downloaded_directory={relative}",
-                        f"--FileNameCollectorPlugin.named_regexp={regex}"],
-                       cwd=course.root)
+    ``submitted/``; return the report (:mod:`.collect`)."""
+    return downloads.collect(course, names, folder, regex)
 
 
 class _NoBar:
@@ -323,6 +332,7 @@ def summary(outcomes):
     counts = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
+    lines += list(getattr(outcomes, "notes", ()))
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  or "no submissions found")
     return "\n".join(lines)
