@@ -117,7 +117,14 @@ def student_cells(nb, released_sources):
 
 def rule_findings(nb, names, released_sources):
     """``{exercise: message}`` for each exercise whose answer breaks a
-    rule, and the flags for the instructor."""
+    rule, and the flags for the instructor.
+
+    An exercise is judged on its answer cell and the student's cells
+    whose definitions the answer uses. A construct of ``rules.EVASIONS``
+    in a cell the student wrote that no answer uses (an added cell, an
+    edited narrative cell) costs every exercise: it cannot be told which
+    answer it serves.
+    """
     trees = {i: rules.parse(c.source) for i, c in enumerate(nb.cells)
              if c.cell_type == "code"}
     aliases = rules.aliases([t for t in trees.values() if t is not None])
@@ -125,33 +132,37 @@ def rule_findings(nb, names, released_sources):
     answers = {c.metadata.get("nbgrader", {}).get("grade_id"): i
                for i, c in enumerate(nb.cells) if i in mine
                and c.metadata.get("nbgrader", {}).get("solution")}
-    verdicts, flags = {}, []
-    evasions = []
-    for index, tree in mine.items():
-        evasions += rules.uses(tree, torch_names=frozenset(),
-                               course_names=frozenset(), aliases={},
-                               cell=index)
+    analysed, verdicts, flags = {}, {}, []
     for name in names:
-        spec = exercise(name)
-        if evasions:
-            verdicts[name] = rules.message(name, evasions)
-            continue
         index = answers.get(name)
         if index is None:
             continue
         helpers = [(i, t) for i, t in mine.items() if i != index]
-        chosen = [index, *sorted(rules.reachable(mine[index], helpers))]
+        analysed[name] = [index,
+                          *sorted(rules.reachable(mine[index], helpers))]
+    attributed = {i for cells in analysed.values() for i in cells}
+    attributed |= set(answers.values())
+    loose = []  # evasions in cells that serve no answer
+    for index, tree in mine.items():
+        if index not in attributed:
+            loose += rules.uses(tree, torch_names=frozenset(),
+                                course_names=frozenset(), aliases={},
+                                cell=index)
+    for name in names:
+        spec = exercise(name)
         found = []
-        for i in chosen:
+        for i in analysed.get(name, []):
             found += rules.uses(mine[i], **forbidden(spec), aliases=aliases,
                                 cell=i)
+        found += loose
         if found:
             verdicts[name] = rules.message(name, found, spec.shortcut_advice)
-        score = _copied(spec, nb.cells[index].source)
-        if score >= SIMILAR:
-            flags.append(f"{name}: the answer is {score:.0%} like "
-                         "course_lib's reference (names ignored): look at "
-                         f"cell {index}")
+        if name in answers:
+            score = _copied(spec, nb.cells[answers[name]].source)
+            if score >= SIMILAR:
+                flags.append(f"{name}: the answer is {score:.0%} like "
+                             "course_lib's reference (names ignored): "
+                             f"look at cell {answers[name]}")
     return verdicts, flags
 
 

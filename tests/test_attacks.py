@@ -46,7 +46,9 @@ import course_lib.grading.harness as _h
 from course_lib import attention as _ref
 _real = _h.evaluate
 def _evaluate(obj, payload, *, module):
-    return _real(_ref.scaled_dot_product_attention, payload, module=module)
+    if getattr(obj, "__name__", "") == "scaled_dot_product_attention":
+        obj = _ref.scaled_dot_product_attention
+    return _real(obj, payload, module=module)
 _h.evaluate = _evaluate
 ''',
     # check replaced in the package and in the notebook
@@ -125,8 +127,8 @@ def batch(tmp_path_factory):
 def test_honest_students_get_their_grades(batch):
     results, _ = batch
     right = results["right"]
-    assert all(score == top for score, top in right.scores.values()
-               if top and right.scores), right.scores
+    assert all(score == top for grade_id, (score, top)
+               in right.scores.items() if grade_id.startswith("test_"))
     assert right.auto("test_scaled_dot_product_attention") == 4
     wrong = results["wrong"]
     assert wrong.auto("test_scaled_dot_product_attention") == 0
@@ -143,10 +145,14 @@ def test_an_attack_earns_what_the_answer_deserves(batch, attack):
     assert result.auto("test_scaled_dot_product_attention") == 0, (
         attack, result.messages)
     # The attacker's other answers are the solution's: they keep their
-    # points unless the attack reaches every exercise.
-    if attack not in ("check_replaced", "forged_results", "leak",
-                      "partial_credit", "lying_mode", "frames"):
-        assert result.auto("test_causal_mask") == 2, result.messages
+    # points, unless the attack replaced `check` itself (no results).
+    others = (result.auto("test_causal_mask"),
+              result.auto("test_SelfAttention"))
+    if attack in ("check_replaced", "forged_results", "leak",
+                  "partial_credit"):
+        assert others == (0, 0), result.messages
+    else:
+        assert others == (2, 3), result.messages
 
 
 def test_what_a_test_cell_printed_never_reaches_the_student(batch):

@@ -123,14 +123,16 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                 and node.func.id in ("isinstance", "issubclass")
                 and len(node.args) == 2):
             checked |= {id(n) for n in ast.walk(node.args[1])}
-    # getattr(x, "name") reads like x.name; any other use of getattr
-    # hides which name it reads
+    # getattr(x, "name") reads like x.name, and getattr(layer, name) on
+    # an object of the answer's own is plain code; a computed name read
+    # from a module (torch, course_lib, ...) hides which function it is
     direct_getattr = {
         id(node.func) for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
         and node.func.id == "getattr" and len(node.args) >= 2
-        and isinstance(node.args[1], ast.Constant)
-        and type(node.args[1].value) is str}
+        and ((isinstance(node.args[1], ast.Constant)
+              and type(node.args[1].value) is str)
+             or _root(node.args[0]) not in aliases)}
     for node in ast.walk(tree):
         if id(node) in checked:
             continue
@@ -206,7 +208,9 @@ def reachable(answer, helpers):
 
 
 def message(exercise, findings, advice=""):
-    """The student's message for ``findings`` (forbidden names)."""
+    """The student's message for ``findings``: the forbidden names first,
+    then what hides code."""
+    findings = sorted(findings, key=lambda f: f.owner == "Python")
     first = findings[0]
     if first.owner == "Python":
         what = (f"uses {first.name} ({first.where()}), which an answer "
