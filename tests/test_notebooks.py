@@ -261,6 +261,8 @@ def test_skipping_tagged_cells_changes_no_grade(tmp_path):
     picked = {s: nb for s, nb in submissions.items()
               if s in ("solution", "unanswered", "wrong0", "wrong1",
                        "right0", "cheat0", "nbcheat0")}
+    (tmp_path / "skip").mkdir()
+    (tmp_path / "full").mkdir()
     skipped = grade_chapter(chapter, picked, tmp_path / "skip")
     full = grade_chapter(chapter, picked, tmp_path / "full",
                          skip_tagged=False)
