@@ -35,6 +35,10 @@ class _Tally:
         return lines
 
 
+def _size(count):
+    return f"{count // 2**20} MB" if count >= 2**20 else f"{count} bytes"
+
+
 def copy_tree(source, target, *, max_depth=8, max_files=1000,
               max_bytes=512 * 2**20, ignore=(), overwrite=True,
               owner=None):
@@ -125,7 +129,7 @@ def _copy_file(fd, name, destination, path, tally, overwrite, owner):
             tally.skip("special file skipped", path)
             return
         if tally.bytes + info.st_size > tally.max_bytes:
-            tally.skip(f"files past {tally.max_bytes // 2**20} MB in all "
+            tally.skip(f"files past {_size(tally.max_bytes)} in all "
                        "skipped", path)
             return
         if os.path.lexists(destination):

@@ -24,7 +24,7 @@ CUT = "[grader:"
 MAX_EXTRA_FILE = 5 * 2**20
 PASSED = "\u2713"
 MAX_OUTPUTS = 5 * MAX_CELL_OUTPUT  # characters of messages in all
-MAX_MESSAGE = 4 * MAX_CELL_OUTPUT  # bytes of one message (ZMQ refuses)
+MAX_MESSAGE = 256 * 2**20  # bytes of one message (ZMQ drops more)
 DISK_MB = 512  # what one submission may write, in all
 PIDS = 512  # processes (and threads) of one submission
 # This worker's box, where the current submission's results go, and
