@@ -27,7 +27,7 @@ CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-COPY_BACK = {"max_depth": 8, "max_files": 500, "max_bytes": 64 * 2**20}
+COPY_BACK = {"max_depth": 8, "max_files": 200, "max_bytes": 16 * 2**20}
 
 
 def _libc():
@@ -140,8 +140,8 @@ class Box:
             cgroup.create(self.groups, memory_mb=self.memory_mb,
                           pids=self.pids)
         return files.copy_tree(source, self.folder / "work",
-                               owner=(self.uid, self.uid),
-                               **COPY_BACK)
+                               owner=(self.uid, self.uid), max_files=1000,
+                               max_bytes=self.disk_mb * 2**20)
 
     def close(self, target):
         """Stop every process of the kernel, copy the files it created
