@@ -166,11 +166,13 @@ class Box:
         if disk.f_bavail * disk.f_frsize < 2**20:
             notes.append(f"the submission filled its {self.disk_mb} MB "
                          "of disk")
-        notes += [f"files the kernel wrote: {line}" for line in
-                  files.copy_tree(self.folder / "work", target,
-                                  overwrite=False, **COPY_BACK)]
-        umount(self.folder)
-        self.mounted = False
+        try:
+            notes += [f"files the kernel wrote: {line}" for line in
+                      files.copy_tree(self.folder / "work", target,
+                                      overwrite=False, **COPY_BACK)]
+        finally:
+            umount(self.folder)
+            self.mounted = False
         if self.groups:
             cgroup.remove(self.groups)
         return notes

@@ -115,8 +115,8 @@ def capped_execute(max_chars=MAX_CELL_OUTPUT):
             if kernel_box is None:
                 return super().preprocess(nb, resources, km=km)
             notes = _SANDBOX.setdefault("notes", [])
-            notes += kernel_box.open(resources["metadata"]["path"])
             try:
+                notes += kernel_box.open(resources["metadata"]["path"])
                 return super().preprocess(nb, resources, km=km)
             finally:
                 notes += kernel_box.close(_SANDBOX["results"])
