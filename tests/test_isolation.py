@@ -429,6 +429,7 @@ def _launch(folder, command):
     return result
 
 
+@pytest.mark.e2e
 def test_grading_refuses_where_kernels_cannot_be_isolated(tmp_path,
                                                           monkeypatch):
     course = tmp_path / "course"

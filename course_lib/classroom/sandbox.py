@@ -159,6 +159,10 @@ def _root(plan, args):
             os.symlink(os.readlink(f"/{name}"), f"{new}/{name}")
         elif os.path.isdir(f"/{name}"):
             _bind(f"/{name}", f"{new}/{name}")
+    # The box first: read-only folders under /tmp go on top of its /tmp.
+    for name, target in (("work", WORK), ("tmp", "/tmp"),
+                         ("shm", "/dev/shm"), ("ipc", "/ipc")):
+        _bind(f"{folder}/{name}", new + target, read_only=False)
     for path, fd in plan["sources"].items():
         _bind(f"/proc/self/fd/{fd}", new + path)
     for name, fd in plan["etc"].items():
@@ -170,15 +174,12 @@ def _root(plan, args):
                       "size=4k,mode=0555")
         else:
             box.mount("/dev/null", new + path, None, box.MS_BIND)
-    os.makedirs(f"{new}/dev", mode=0o755)
+    os.makedirs(f"{new}/dev", mode=0o755, exist_ok=True)
     for name in DEVICES:
         _bind(f"/dev/{name}", f"{new}/dev/{name}", read_only=False)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "fd/0"),
                          ("stdout", "fd/1"), ("stderr", "fd/2")):
         os.symlink(target, f"{new}/dev/{name}")
-    for name, target in (("work", WORK), ("tmp", "/tmp"),
-                         ("shm", "/dev/shm"), ("ipc", "/ipc")):
-        _bind(f"{folder}/{name}", new + target, read_only=False)
     os.makedirs(f"{new}/proc", mode=0o555)
     box.mount("proc", f"{new}/proc", "proc",
               box.MS_NOSUID | box.MS_NODEV | box.MS_NOEXEC)
