@@ -7,9 +7,13 @@ Modules: ``course`` (the course folder, its submissions and the templates
 each assignment is graded from), ``collect`` (LMS downloads into
 ``submitted/``, each one its student's), ``archive`` (a student's zip
 unpacked under limits), ``repair`` (a submitted notebook put back
-into the assignment's shape, with the reasons), ``sandbox`` (the student
-kernel's limits and isolation), ``worker`` (grades one submission in a
-scratch course with nbgrader's API), ``pool`` (the worker processes),
+into the assignment's shape, with the reasons), ``sandbox`` (launches the
+student's kernel as a user of its own in new namespaces), ``box`` (the
+kernel's size-capped folder and uid, seen from the grader), ``cgroup``
+(memory and process limits for a whole submission), ``files`` (copies of
+what a student wrote: no link followed, bounded), ``worker`` (grades one
+submission in a scratch course with nbgrader's API), ``pool`` (the worker
+processes),
 ``record`` (writes results into the real gradebook, one writer),
 ``feedback`` (the student's HTML feedback) and ``grade`` (the batch:
 progress, summary, ``grades.csv``).

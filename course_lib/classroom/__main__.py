@@ -34,8 +34,12 @@ def parse(argv):
     parser.add_argument("--run-tagged", action="store_true",
                         help="also run the narrative cells tagged "
                         "skip-when-grading (skipped by default)")
+    parser.add_argument("--disk-mb", type=int, default=512,
+                        help="what one submission may write (default: 512)")
     parser.add_argument("--no-isolation", action="store_true",
-                        help="no mount namespace for the kernels")
+                        help="run the kernels as this user, unconfined "
+                        "(grading refuses otherwise where it cannot "
+                        "isolate them)")
     parser.add_argument("--collect", type=Path,
                         help="LMS downloads: FOLDER/<assignment>/archive/, "
                         "each file (a notebook or a zip) one student's")
@@ -59,8 +63,8 @@ def main(argv=None):
         jobs=args.jobs, force=args.force, db_url=args.db,
         timeout=args.timeout, memory_mb=args.memory_mb,
         submission_timeout=args.submission_timeout,
-        isolate=not args.no_isolation, collect=args.collect,
-        skip_tagged=not args.run_tagged,
+        isolate=not args.no_isolation, disk_mb=args.disk_mb,
+        collect=args.collect, skip_tagged=not args.run_tagged,
         collect_regex=args.collect_regex, progress=not args.no_progress)
     try:
         outcomes = grade_class(options)

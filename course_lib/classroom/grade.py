@@ -16,13 +16,19 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.classroom import cgroup, feedback, files, record
 from course_lib.classroom import collect as downloads
 from course_lib.classroom import course as C
-from course_lib.classroom import feedback, record
 from course_lib.classroom.collect import DEFAULT_REGEX
 from course_lib.classroom.pool import run_workers
 
 LOCK = ".grading.lock"
+NOT_ISOLATED = ("--no-isolation: they run as the grader's user and can "
+                "read and change what it can, see its processes and use "
+                "the network")
+# Copying a student's autograded folder into the course.
+STORE = {"max_depth": 8, "max_files": 500, "max_bytes": 64 * 2**20,
+         "ignore": (".ipython", ".config", ".cache", ".local")}
 
 
 @dataclass
@@ -36,6 +42,7 @@ class Options:
     memory_mb: int = 3072  # address space of a student's kernel
     submission_timeout: int = 900  # seconds for one whole submission
     isolate: bool = True
+    disk_mb: int = 512  # what one submission may write, in all
     collect: Path | None = None  # a folder of LMS downloads
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
@@ -186,14 +193,20 @@ def _grade(course, options, state, tasks, templates, scratch):
     settings = {"scratch": str(scratch), "memory_mb": options.memory_mb,
                 "skip_tagged": options.skip_tagged,
                 "timeout": options.timeout, "isolate": options.isolate,
+                "disk_mb": options.disk_mb,
                 "hide": _hidden(course, options, scratch),
                 "read_only": _read_only(course)}
     notes = []
-    if options.isolate and tasks:
-        line = probe(settings, scratch)
+    if not options.isolate:
+        notes.append(f"kernels not isolated ({NOT_ISOLATED})")
+    elif tasks:
+        line, fallbacks = probe(settings, scratch)
         if line != "isolated":
-            settings["isolate"] = False
-            notes.append(f"kernels not isolated: {line}")
+            raise RuntimeError(
+                f"the students' kernels cannot be isolated here ({line}); "
+                "grade as root, or pass --no-isolation to run them as "
+                f"the grader's user ({NOT_ISOLATED})")
+        notes += fallbacks
     bar = _progress(len(tasks), options.progress)
     with Gradebook(course.db_url) as gradebook:
         for task, result in run_workers(
@@ -217,16 +230,24 @@ def _grade(course, options, state, tasks, templates, scratch):
 
 
 def probe(settings, scratch):
-    """What isolation the sandbox achieves here, as one line."""
+    """What isolation the sandbox achieves here: ``(line, fallbacks)``,
+    line ``isolated`` or ``not isolated: WHY``, and what falls back to
+    weaker limits."""
     folder = scratch / "probe"
     folder.mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "course_lib.classroom.sandbox",
+    argv = [sys.executable, "-I", "-m", "course_lib.classroom.sandbox",
             "--probe"] + [f"--hide={p}" for p in settings["hide"]] + [
             f"--read-only={p}" for p in settings["read_only"]]
     result = subprocess.run(argv, cwd=folder, capture_output=True,
                             text=True)
     lines = (result.stdout + result.stderr).strip().splitlines()
-    return lines[-1] if lines else "the sandbox printed nothing"
+    line = lines[-1] if lines else "the sandbox printed nothing"
+    kind, _ = cgroup.plan("course-kernel-probe")
+    fallbacks = [] if kind != "none" else [
+        "kernel limits per process only (no memory and pids control "
+        "groups can be written here): memory is an address-space cap per "
+        "process, processes a per-user cap"]
+    return line, fallbacks
 
 
 def _task(course, template, student, folder, work, digest):
@@ -240,20 +261,22 @@ def _task(course, template, student, folder, work, digest):
 
 
 def _hidden(course, options, scratch):
+    """What a kernel must not see, should any of it lie under a folder it
+    sees (the kernel's root holds only the Python installation, the
+    ``course_lib`` package and its own box)."""
     paths = [course.path(f) for f in ("submitted", "autograded",
                                       "feedback", "source")]
     paths += [course.root / n for n in (".git", C.STATE, "grades.csv",
                                         "gradebook.db",
-                                        "gradebook.db-journal")]
+                                        "gradebook.db-journal",
+                                        "_build_solutions", "course_tools",
+                                        "solutions")]
     if course.db_url.startswith("sqlite:///"):
         database = Path(course.db_url[len("sqlite:///"):])
         paths += [database, Path(f"{database}-journal")]
-    # The kernel reads course_lib from its installation (read-only); when
-    # that is a clone of the course, its solutions stay out of sight.
     package = _installation()
     paths += [package / n for n in ("solutions", ".git", "course_tools",
-                                    "_build_solutions")
-              if (package / n).exists()]
+                                    "_build_solutions")]
     if options.collect:
         paths.append(Path(options.collect).resolve())
     paths.append(scratch)
@@ -268,7 +291,9 @@ def _installation():
 
 
 def _read_only(course):
-    return sorted({str(course.root), str(_installation()), sys.prefix,
+    """What the kernel sees, read-only: the Python installation and the
+    ``course_lib`` package alone (not the repository around it)."""
+    return sorted({str(_installation() / "course_lib"), sys.prefix,
                    sys.base_prefix})
 
 
@@ -279,11 +304,12 @@ def _store(course, gradebook, templates, task, result):
     work = Path(result.get("work", task["work"]))
     graded = (work / "course" / course.autograded / student / assignment)
     target = course.path("autograded", student, assignment)
+    reasons = list(result.get("reasons", []))
     if graded.is_dir():
         if target.exists():
             shutil.rmtree(target)
-        shutil.copytree(graded, target, ignore=shutil.ignore_patterns(
-            ".ipython", ".config", ".cache", ".local"))
+        reasons += [f"autograded folder: {line}"
+                    for line in files.copy_tree(graded, target, **STORE)]
     page = feedback.render(assignment=assignment, student=student,
                            notebooks=templates[assignment].notebooks,
                            result=result)
@@ -293,8 +319,7 @@ def _store(course, gradebook, templates, task, result):
         (folder / f"{name}.html").write_text(page)
     shutil.rmtree(work, ignore_errors=True)
     return Outcome(assignment, student, result["status"], score, max_score,
-                   list(result.get("reasons", [])),
-                   result.get("seconds", 0.0))
+                   reasons, result.get("seconds", 0.0))
 
 
 def collect(course, names, folder, regex=DEFAULT_REGEX):

@@ -41,7 +41,7 @@ def _spawn(k, settings):
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "course_lib.classroom.worker",
+        [sys.executable, "-I", "-u", "-m", "course_lib.classroom.worker",
          json.dumps(settings)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, text=True, env=env,
         start_new_session=True, preexec_fn=cap)
@@ -55,6 +55,18 @@ def _kill(process):
     except ProcessLookupError:
         pass
     process.wait()
+    _stop_kernels(process.pid)
+
+
+def _stop_kernels(pid):
+    """Kill whatever the kernels of worker ``pid`` left (their launchers
+    die with the worker; a kernel that cleared its parent-death signal
+    would not)."""
+    from course_lib.classroom import box, cgroup
+
+    uid = box.UID_BASE + pid
+    box.kill_user(uid)
+    cgroup.remove(cgroup.plan(f"course-kernel-{uid}")[1])
 
 
 def _slot(k, pending, done, settings, limit_s):
@@ -94,6 +106,7 @@ def _slot(k, pending, done, settings, limit_s):
         process.stdin.close()
         try:
             process.wait(timeout=60)
+            _stop_kernels(process.pid)
         except subprocess.TimeoutExpired:
             _kill(process)
 

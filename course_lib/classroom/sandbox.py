@@ -1,155 +1,321 @@
-"""The student's kernel, started through this launcher::
+"""The student's kernel, started through this launcher, as root::
 
-    python -m course_lib.classroom.sandbox --memory-mb 3072 \\
-        --hide DIR ... --read-only DIR ... -- python -m ipykernel_launcher
+    python -I -m course_lib.classroom.sandbox --uid UID --box DIR \\
+        --memory-mb 3072 --cgroup DIR ... --read-only DIR ... \\
+        -- python -m ipykernel_launcher -f CONNECTION_FILE
 
-Always: resource limits (address space, file size, no core dumps) and one
-thread for the maths libraries. Where the grader may create a mount
-namespace (as root, or through a user namespace), the kernel also gets a
-private ``/tmp``, the ``--hide`` paths covered by empty read-only folders
-(or ``/dev/null`` for files), the ``--read-only`` paths read-only, and,
-as root, no capabilities left, so that it cannot undo any of this. Its
-working directory stays its own.
+``-I`` (isolated mode): nothing is imported from the working folder,
+which a student controls, and no ``PYTHON*`` variable is read. The
+launcher reads what the kernel needs (its connection file, the files
+named by ``KEEP_VARIABLES``), joins the kernel's control groups, then
+creates new mount, PID, network, IPC and UTS namespaces. Its child is
+process 1 of the new PID namespace: it builds a new root on a small
+tmpfs (the system's ``/usr`` and a few files of ``/etc``, the
+``--read-only`` folders, all read-only; the box's ``work/`` as its
+working folder ``/home/student``, its ``tmp/`` as ``/tmp``, its ``ipc/``
+as ``/ipc``; a fresh ``/proc``; a minimal ``/dev``), switches to it,
+drops to ``--uid`` with no capabilities and no way to gain any, and
+becomes the kernel. When it dies, every process of the namespace dies.
+The parent waits for it and exits with its status. The network
+namespace has no interface up: the kernel talks to the grader through
+Unix sockets in ``/ipc`` (ZMQ ``ipc`` transport).
+
+``--probe`` does all of this with no kernel and prints ``isolated``, or
+``not isolated: WHY``. ``--no-isolation`` only sets the rlimits.
 """
 
 import argparse
-import ctypes
-import ctypes.util
+import json
 import os
+import platform
 import resource
 import shutil
+import signal
+import socket
 import sys
 
-KEY_VARIABLE = "COURSE_GRADING_CASES"  # the grader's cases file
-CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
+from course_lib.classroom import box, cgroup, files
+
+KEEP_VARIABLES = ("COURSE_GRADING_CASES",)
+# The kernel deletes these once read; the grader's copy goes too.
+READ_ONCE = ()
+ENV_PASSED = ("LANG", "LANGUAGE", "TZ", "MPLBACKEND")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
                     "OPENBLAS_NUM_THREADS")
+NAMESPACES = 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | \
+    0x04000000  # mount, PID, network, IPC, UTS
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
+ETC = ("passwd", "group", "hosts", "nsswitch.conf", "localtime",
+       "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "alternatives",
+       "fonts", "mime.types")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+HOME, WORK = "/tmp/home", "/home/student"
+READ_ONLY = box.MS_BIND | box.MS_REMOUNT | box.MS_RDONLY | box.MS_NOSUID \
+    | box.MS_NODEV
 
 
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+class Refused(Exception):
+    """Isolation cannot be set up here."""
 
 
-def _call(result, what):
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def limit(*, memory_mb, file_mb=256):
-    """Cap the address space and the size of any file written."""
+def limit(*, memory_mb, file_mb=256, pids=0):
+    """Per-process limits: address space, file size, no core dumps and,
+    for a uid of its own, processes."""
     if memory_mb:
         size = int(memory_mb) * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
     size = int(file_mb) * 2**20
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if pids:
+        resource.setrlimit(resource.RLIMIT_NPROC, (pids, pids))
     for name in THREAD_VARIABLES:
         os.environ[name] = "1"
 
 
-def _write(path, text):
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def _enter_namespace(libc):
-    """A private mount namespace; as a user, inside a user namespace."""
-    if os.geteuid() == 0:
-        _call(libc.unshare(CLONE_NEWNS), "unshare")
-        return True
-    uid, gid = os.geteuid(), os.getegid()
-    _call(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    return False
-
-
 def _outermost(paths):
-    """The paths not inside another of them."""
-    paths = sorted({os.path.normpath(p) for p in paths})
+    """The existing paths not inside another of them."""
+    paths = sorted({os.path.normpath(p) for p in paths if os.path.exists(p)})
     return [p for p in paths
-            if not any(p.startswith(q + os.sep) for q in paths)]
+            if not any(p.startswith(q.rstrip("/") + "/") for q in paths
+                       if q != p)]
 
 
-def isolate(*, hide, read_only, keep):
-    """Mount-namespace isolation; return a line saying what was done.
-
-    ``keep``: files whose bytes must reappear at the same path after
-    ``/tmp`` is replaced (the connection file, the grader's cases).
-    """
-    libc = _libc()
-    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong,
-                                                    ctypes.c_char_p]
-    saved = {}
-    for path in keep:
+def _plan(args, command):
+    """Everything read from the grader's side before the namespaces."""
+    if os.geteuid() != 0:
+        raise Refused("the grader is not root, so kernels cannot run as "
+                      "users of their own")
+    plan = {"uid": args.uid or box.UID_BASE + os.getpid(), "keep": {},
+            "command": command, "connection": None}
+    for name in KEEP_VARIABLES:
+        path = os.environ.get(name)
         if path and os.path.isfile(path):
             with open(path, "rb") as handle:
-                saved[path] = handle.read()
-    try:
-        root = _enter_namespace(libc)
-    except OSError as error:
-        return f"no isolation of files ({error})"
-
-    def mount(source, target, kind, flags, data=None):
-        _call(libc.mount(source and source.encode(), target.encode(),
-                         kind and kind.encode(), flags,
-                         data and data.encode()), f"mount {target}")
-
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    here = os.open(".", os.O_RDONLY)  # in the new namespace
-    for path in read_only:
-        if os.path.exists(path):
-            mount(path, path, None, MS_BIND | MS_REC)
-            mount(None, path, None,
-                  MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-    for path in hide:
-        if os.path.isdir(path):
-            mount("tmpfs", path, "tmpfs",
-                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=4k,mode=0555")
-        elif os.path.exists(path):
-            mount("/dev/null", path, None, MS_BIND)
-    # Read-only folders that live under /tmp (a course, a clone of the
-    # course with its .venv) would vanish with the old /tmp: hold them
-    # open, then bind them back, read-only, at the same paths.
-    under_tmp = _outermost(p for p in read_only
-                           if p.startswith("/tmp/") and os.path.isdir(p))
-    held = {path: os.open(path, os.O_RDONLY) for path in under_tmp}
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-          "size=512m,mode=1777")
-    for path, fd in held.items():
-        os.makedirs(path, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-        os.close(fd)
-    for path, data in saved.items():
-        if path.startswith("/tmp/"):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as handle:
-                handle.write(data)
-            os.chmod(path, 0o600)
-    # The working folder, bound alone into the private /tmp: ".." from it
-    # leads nowhere else.
-    os.makedirs("/tmp/work")
-    mount(f"/proc/self/fd/{here}", "/tmp/work", None, MS_BIND)
-    os.close(here)
-    os.chdir("/tmp/work")
-    if root:
-        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        for cap in range(64):
-            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    return "isolated"
+                plan["keep"][name] = (path, handle.read())
+            if name in READ_ONCE:
+                os.unlink(path)
+    if command and "-f" in command:
+        index = command.index("-f") + 1
+        with open(command[index]) as handle:
+            info = json.load(handle)
+        if info.get("transport") != "ipc":
+            raise Refused("expected the kernel's connection to use the "
+                          f"ipc transport, got {info.get('transport')}")
+        if args.box and os.path.dirname(info["ip"]) != os.path.join(
+                os.path.realpath(args.box), "ipc"):
+            raise Refused(f"expected the ipc sockets in {args.box}/ipc, "
+                          f"got {info['ip']}")
+        info["ip"] = "/ipc/" + os.path.basename(info["ip"])
+        plan["connection"] = (index, info)
+    return plan
 
 
-def main(argv=None):
+def _hold(plan, args):
+    """Open what the new root binds (in the new mount namespace: a mount
+    of another namespace cannot be bound), before ``/tmp`` is covered."""
+    held = os.O_PATH | os.O_CLOEXEC
+    plan["sources"] = {p: os.open(p, held)
+                       for p in _outermost(args.read_only + ["/usr"])}
+    plan["etc"] = {n: os.open(f"/etc/{n}", held)
+                   for n in ETC if os.path.exists(f"/etc/{n}")}
+    plan["hide"] = [p for p in args.hide if os.path.exists(p) and any(
+        p == s or p.startswith(s + "/") for s in plan["sources"])]
+    if args.box:
+        plan["box"] = os.open(args.box, held)
+    else:
+        plan["here"] = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _bind(source, target, *, read_only=True):
+    if os.path.isdir(source):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        open(target, "a").close()
+    box.mount(source, target, None, box.MS_BIND)
+    if read_only:
+        box.mount(None, target, None, READ_ONLY)
+
+
+def _root(plan, args):
+    """Build the kernel's root on a new tmpfs and switch to it."""
+    box.mount(None, "/", None, box.MS_REC | box.MS_PRIVATE)
+    _hold(plan, args)
+    new = "/tmp"  # only in this mount namespace; sources are held open
+    box.mount("tmpfs", new, "tmpfs", box.MS_NOSUID | box.MS_NODEV,
+              "size=1m,mode=0755")
+    if "box" in plan:
+        folder = f"/proc/self/fd/{plan['box']}"
+    else:  # launched by hand: a box of our own, the working folder in it
+        folder = os.path.join(new, "box")
+        box.mount_tmpfs(folder, args.disk_mb)
+        box.layout(folder, plan["uid"])
+        files.copy_tree(plan["here"], f"{folder}/work",
+                        owner=(plan["uid"],) * 2)
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        if os.path.islink(f"/{name}"):
+            os.symlink(os.readlink(f"/{name}"), f"{new}/{name}")
+        elif os.path.isdir(f"/{name}"):
+            _bind(f"/{name}", f"{new}/{name}")
+    # The box first: read-only folders under /tmp go on top of its /tmp.
+    for name, target in (("work", WORK), ("tmp", "/tmp"),
+                         ("shm", "/dev/shm"), ("ipc", "/ipc")):
+        _bind(f"{folder}/{name}", new + target, read_only=False)
+    for path, fd in plan["sources"].items():
+        _bind(f"/proc/self/fd/{fd}", new + path)
+    for name, fd in plan["etc"].items():
+        _bind(f"/proc/self/fd/{fd}", f"{new}/etc/{name}")
+    for path in plan["hide"]:
+        if os.path.isdir(new + path):
+            box.mount("tmpfs", new + path, "tmpfs", box.MS_RDONLY |
+                      box.MS_NOSUID | box.MS_NODEV | box.MS_NOEXEC,
+                      "size=4k,mode=0555")
+        else:
+            box.mount("/dev/null", new + path, None, box.MS_BIND)
+    os.makedirs(f"{new}/dev", mode=0o755, exist_ok=True)
+    for name in DEVICES:
+        _bind(f"/dev/{name}", f"{new}/dev/{name}", read_only=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "fd/0"),
+                         ("stdout", "fd/1"), ("stderr", "fd/2")):
+        os.symlink(target, f"{new}/dev/{name}")
+    os.makedirs(f"{new}/proc", mode=0o555)
+    box.mount("proc", f"{new}/proc", "proc",
+              box.MS_NOSUID | box.MS_NODEV | box.MS_NOEXEC)
+    if "box" not in plan:
+        box.umount(folder)
+    os.makedirs(f"{new}/old", mode=0o700)
+    os.chdir(new)
+    box.check(box.LIBC.syscall(PIVOT_ROOT[platform.machine()], b".",
+                               b"old"), "pivot_root")
+    os.chdir("/")
+    box.umount("/old")
+    os.rmdir("/old")
+    if "box" not in plan:
+        os.rmdir("/box")
+    box.mount(None, "/", None, READ_ONLY)
+
+
+def _keep(plan):
+    """The connection file and the kept files, given to the kernel."""
+    uid = plan["uid"]
+    for name, (path, data) in plan["keep"].items():
+        inside = path if path.startswith("/tmp/") else \
+            f"/tmp/.course/{os.path.basename(path)}"
+        os.makedirs(os.path.dirname(inside), mode=0o755, exist_ok=True)
+        with open(inside, "wb") as handle:
+            handle.write(data)
+        os.chown(inside, uid, uid)
+        os.chmod(inside, 0o600)
+        os.environ[name] = inside
+    if plan["connection"]:
+        index, info = plan["connection"]
+        path = "/ipc/connection.json"
+        with open(path, "w") as handle:
+            json.dump(info, handle)
+        os.chown(path, uid, uid)
+        os.chmod(path, 0o400)
+        plan["command"][index] = path
+
+
+def _drop(uid):
+    """Become ``uid``, with no capability and no way to regain one."""
+    libc = box.LIBC
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    box.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise Refused(f"expected to run as uid {uid}")
+
+
+def _environment(uid):
+    env = {name: os.environ[name] for name in ENV_PASSED + KEEP_VARIABLES
+           if name in os.environ}
+    env.update({name: "1" for name in THREAD_VARIABLES})
+    python = os.path.dirname(sys.executable)
+    env.update(PATH=f"{python}:/usr/local/bin:/usr/bin:/bin",
+               HOME=HOME, USER="student", LOGNAME="student",
+               TMPDIR="/tmp", SHELL="/bin/sh")
+    return env
+
+
+def _child(plan, args):
+    """Process 1 of the new PID namespace: build, drop, become the
+    kernel (or, for ``--probe``, check and print)."""
+    _root(plan, args)
+    socket.sethostname("sandbox")
+    _keep(plan)
+    os.makedirs(HOME, mode=0o700)
+    os.chown(HOME, plan["uid"], plan["uid"])
+    os.chdir(WORK)
+    limit(memory_mb=args.memory_mb, file_mb=args.file_mb, pids=args.pids)
+    _drop(plan["uid"])
+    env = _environment(plan["uid"])
+    if args.probe:
+        _probe_inside()
+        print("isolated", flush=True)
+        os._exit(0)
+    command = plan["command"]
+    binary = shutil.which(command[0], path=env["PATH"]) or command[0]
+    os.execve(binary, command, env)
+
+
+def _probe_inside():
+    """What a kernel must not be able to do, checked from inside."""
+    if os.getpid() != 1 or os.getuid() == 0:
+        raise Refused("expected process 1 of a PID namespace, not root")
+    for address in (("127.0.0.1", 22), ("192.0.2.1", 80)):
+        with socket.socket() as probe:
+            probe.settimeout(1)
+            if probe.connect_ex(address) == 0:
+                raise Refused(f"the network is reachable ({address[0]})")
+
+
+def _parent(child):
+    """Wait for process 1 of the namespace; exit with its status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # it reaches the kernel
+
+    def stop(*_):
+        os.kill(child, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def isolate(args, command):
+    """Namespaces, limits and a new root; return an exit status."""
+    plan = _plan(args, command)
+    cgroup.join(args.cgroup)
+    box.check(box.LIBC.unshare(NAMESPACES), "unshare")
+    child = os.fork()
+    if child == 0:
+        try:
+            _child(plan, args)
+        except BaseException as error:  # noqa: BLE001 - report, then die
+            print(f"not isolated: {error}", flush=True)
+            os._exit(70)
+    return _parent(child)
+
+
+def parse(argv):
     parser = argparse.ArgumentParser(prog="course_lib.classroom.sandbox")
+    parser.add_argument("--uid", type=int, default=0,
+                        help="the kernel's uid (default: one of its own)")
+    parser.add_argument("--box", help="the kernel's box (default: a tmpfs "
+                        "of its own with the working folder copied in)")
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--file-mb", type=int, default=256)
+    parser.add_argument("--disk-mb", type=int, default=512)
+    parser.add_argument("--pids", type=int, default=512)
+    parser.add_argument("--cgroup", action="append", default=[])
     parser.add_argument("--hide", action="append", default=[])
     parser.add_argument("--read-only", action="append", default=[])
     parser.add_argument("--no-isolation", action="store_true")
@@ -161,23 +327,23 @@ def main(argv=None):
         args.command
     if not command and not args.probe:
         parser.error("expected the kernel's command after --")
-    keep = [os.environ.get(KEY_VARIABLE, "")]
-    if "-f" in command:
-        keep.append(command[command.index("-f") + 1])
-    _libc().prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies with the grader
-    state = "no isolation of files (--no-isolation)"
-    if not args.no_isolation:
-        state = isolate(hide=args.hide, read_only=args.read_only,
-                        keep=keep)
-    limit(memory_mb=args.memory_mb, file_mb=args.file_mb)
-    if state == "isolated":
-        os.environ["HOME"] = "/tmp/home"
-        os.makedirs("/tmp/home", exist_ok=True)
-    if args.probe:
-        print(state)
-        return
-    binary = shutil.which(command[0]) or command[0]
-    os.execv(binary, command)
+    return args, command
+
+
+def main(argv=None):
+    args, command = parse(argv)
+    box.LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if args.no_isolation:
+        limit(memory_mb=args.memory_mb, file_mb=args.file_mb)
+        if args.probe:
+            print("not isolated: --no-isolation")
+            return 0
+        os.execv(shutil.which(command[0]) or command[0], command)
+    try:
+        return isolate(args, command)
+    except (Refused, OSError) as error:
+        print(f"not isolated: {error}", flush=True)
+        return 70
 
 
 if __name__ == "__main__":

@@ -21,56 +21,141 @@ from course_lib.classroom.repair import Unreadable, read_submission, repair
 MAX_OUTPUT = 20_000  # characters kept of one output in the graded copy
 MAX_CELL_OUTPUT = 5 * 10**6  # characters a cell may print while it runs
 CUT = "[grader:"
-OUTPUT_MESSAGES = ("stream", "display_data", "execute_result",
-                   "update_display_data")
 MAX_EXTRA_FILE = 5 * 2**20
 PASSED = "\u2713"
 # Narrative cells that no exercise depends on (long experiments, plots)
 # carry this tag; `make grade` skips them unless told --run-tagged.
 SKIP_TAG = "skip-when-grading"
 NEVER = "never-skipped-by-the-autograder"
+MAX_OUTPUTS = 5 * MAX_CELL_OUTPUT  # characters of messages in all
+MAX_MESSAGE = 256 * 2**20  # bytes of one message (ZMQ drops more)
+DISK_MB = 512  # what one submission may write, in all
+PIDS = 512  # processes (and threads) of one submission
+# This worker's box, where the current submission's results go, and
+# what the sandbox saw of it (install_kernel, prepare, capped_execute).
+_SANDBOX = {}
 
 
 def install_kernel(settings):
-    """A ``python3`` kernelspec that starts the kernel in the sandbox."""
+    """A ``python3`` kernelspec that starts the kernel in the sandbox.
+
+    With isolation, this worker moves into a mount namespace of its own
+    and gets a box (``box.Box``) whose uid, ``UID_BASE`` + its pid, no
+    other worker's kernel has; its kernels talk to it over ZMQ ``ipc``
+    sockets in the box. nbgrader's ``set_permissions`` is made safe.
+    """
+    from course_lib.classroom import box
+
+    _safe_set_permissions()
     scratch = Path(settings["scratch"])
-    folder = scratch / "kernels" / "python3"
+    jupyter = scratch / "jupyter" / str(os.getpid())
+    folder = jupyter / "kernels" / "python3"
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "course_lib.classroom.sandbox",
+    argv = [sys.executable, "-I", "-m", "course_lib.classroom.sandbox",
             f"--memory-mb={settings['memory_mb']}"]
+    if settings.get("isolate", True):
+        box.private_mounts()
+        uid = box.UID_BASE + os.getpid()
+        kernel_box = box.Box(
+            scratch / "boxes" / str(uid), uid=uid,
+            disk_mb=settings.get("disk_mb", DISK_MB),
+            memory_mb=settings["memory_mb"],
+            pids=settings.get("pids", PIDS))
+        _SANDBOX["box"] = kernel_box
+        argv += [f"--uid={uid}", f"--box={kernel_box.folder}",
+                 f"--pids={kernel_box.pids}"]
+        argv += [f"--cgroup={g}" for g in kernel_box.groups]
+    else:
+        argv.append("--no-isolation")
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
     argv += [f"--read-only={p}" for p in settings.get("read_only", [])]
-    if not settings.get("isolate", True):
-        argv.append("--no-isolation")
     argv += ["--", sys.executable, "-m", "ipykernel_launcher",
              "-f", "{connection_file}"]
     spec = {"argv": argv, "display_name": "Python 3 (graded)",
             "language": "python"}
     (folder / "kernel.json").write_text(json.dumps(spec))
-    runtime = scratch / "runtime"
+    runtime = jupyter / "runtime"
     runtime.mkdir(exist_ok=True)
-    os.environ["JUPYTER_PATH"] = str(scratch)
+    os.environ["JUPYTER_PATH"] = str(jupyter)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
 
 
+def _safe_set_permissions():
+    """nbgrader chmods every file of the autograded folder as root,
+    following links; this one follows none and walks a bounded depth."""
+    from nbgrader.converters.base import BaseConverter
+
+    from course_lib.classroom import files
+
+    def set_permissions(self, assignment_id, student_id):
+        files.chmod_files(self._format_dest(assignment_id, student_id),
+                          int(str(self.permissions), 8))
+
+    BaseConverter.set_permissions = set_permissions
+
+
+def kernel_notes():
+    """What the sandbox saw of the submission being graded."""
+    return list(_SANDBOX.get("notes", []))
+
+
+def _message_size(msg):
+    size = len(str(msg.get("content", "")))
+    return size + sum(len(b) for b in msg.get("buffers") or [])
+
+
 def capped_execute(max_chars=MAX_CELL_OUTPUT):
-    """nbgrader's ``Execute`` that keeps at most ``max_chars`` of output
-    per cell while the kernel runs: a print loop fills no memory."""
+    """nbgrader's ``Execute`` that keeps at most ``max_chars`` of the
+    messages of each cell (every kind: output, display updates, comms)
+    and ``MAX_OUTPUTS`` in all while the kernel runs, and runs the kernel
+    in this worker's box (``install_kernel``) when there is one."""
+    import zmq
     from nbformat.v4 import new_output
     from nbgrader.preprocessors import Execute
 
     class CappedExecute(Execute):
-        def output(self, outs, msg, display_id, cell_index):
-            if msg["msg_type"] not in OUTPUT_MESSAGES:
-                return super().output(outs, msg, display_id, cell_index)
-            seen = getattr(self, "_seen", {})
-            self._seen = seen
-            size = len(str(msg.get("content", "")))
-            seen[cell_index] = seen.get(cell_index, 0) + size
-            if seen[cell_index] <= max_chars:
-                return super().output(outs, msg, display_id, cell_index)
-            if seen[cell_index] - size <= max_chars:
-                outs.append(new_output("stream", name="stdout", text=(
+        def preprocess(self, nb, resources, km=None):
+            kernel_box = _SANDBOX.get("box")
+            if kernel_box is None:
+                return super().preprocess(nb, resources, km=km)
+            notes = _SANDBOX.setdefault("notes", [])
+            try:
+                notes += kernel_box.open(resources["metadata"]["path"])
+                return super().preprocess(nb, resources, km=km)
+            finally:
+                notes += kernel_box.close(_SANDBOX["results"])
+
+        def create_kernel_manager(self):
+            km = super().create_kernel_manager()
+            kernel_box = _SANDBOX.get("box")
+            if kernel_box is not None:
+                km.transport = "ipc"
+                km.ip = kernel_box.ipc_prefix
+            make_client = km.client
+
+            def client(**kwargs):  # a message past the cap is refused
+                kc = make_client(**kwargs)
+                kc.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+                return kc
+
+            km.client = client
+            return km
+
+        def process_message(self, msg, cell, cell_index):
+            if msg["msg_type"] == "status":  # small; ends the cell
+                return super().process_message(msg, cell, cell_index)
+            seen = self.__dict__.setdefault("_seen", {})
+            size = _message_size(msg)
+            before = seen.get(cell_index, 0)
+            total = sum(seen.values())
+            seen[cell_index] = before + size
+            if before + size <= max_chars and \
+                    total + size <= MAX_OUTPUTS:
+                return super().process_message(msg, cell, cell_index)
+            if before <= max_chars and total <= MAX_OUTPUTS:
+                seen[cell_index] = max_chars + 1
+                cell.outputs.append(new_output("stream", name="stdout",
+                                               text=(
                     f"\n{CUT} over {max_chars // 10**6} MB of output in "
                     "this cell: the rest was dropped]\n")))
             return None
@@ -143,11 +228,15 @@ def prepare(task, course_root):
         reasons += notes + more
         nbformat.write(notebook, target / f"{name}.ipynb")
         written = True
-    for path in source.iterdir():
-        if (path.is_file() and not path.is_symlink()
-                and path.suffix != ".ipynb"
+    for path in sorted(source.iterdir()):
+        if path.is_symlink():
+            reasons.append(f"symbolic link skipped: {path.name}")
+        elif (path.is_file() and path.suffix != ".ipynb"
                 and path.stat().st_size <= MAX_EXTRA_FILE):
-            shutil.copy(path, target / path.name)
+            shutil.copy(path, target / path.name, follow_symlinks=False)
+    _SANDBOX["notes"] = []
+    _SANDBOX["results"] = (course_root / task["autograded_dir"]
+                           / task["student"] / task["assignment"])
     return reasons, written
 
 
@@ -255,6 +344,7 @@ def grade(task, settings):
                    SKIP_TAG if settings.get("skip_tagged") else NEVER)
         outcome = api.autograde(task["assignment"], task["student"],
                                 force=True, create=True)
+        reasons += kernel_notes()
         if outcome.get("success"):
             result["status"] = "graded"
         else:

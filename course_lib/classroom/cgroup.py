@@ -1,0 +1,192 @@
+"""Control groups: limits on memory and on the number of processes for
+all the processes of one kernel together, and a way to kill them all.
+
+cgroup v2 where the grader's own group can hand the ``memory`` and
+``pids`` controllers down to a child group; otherwise the cgroup v1
+``memory`` and ``pids`` hierarchies; otherwise none (the sandbox then
+falls back to per-process and per-user rlimits, and the grader says so).
+A group is created under the grader's own group in each hierarchy.
+"""
+
+import os
+import signal
+import time
+
+CONTROLLERS = ("memory", "pids")
+
+
+def _mounts():
+    """``{"unified" or a v1 controller: mount point}``."""
+    found = {}
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            left, _, right = line.partition(" - ")
+            point = left.split()[4].replace("\\040", " ")
+            kind, _, options = (right.split() + ["", "", ""])[:3]
+            if kind == "cgroup2":
+                found.setdefault("unified", point)
+            elif kind == "cgroup":
+                for option in options.split(","):
+                    if option in CONTROLLERS:
+                        found.setdefault(option, point)
+    return found
+
+
+def _own():
+    """``{"unified" or a v1 controller: this process's group path}``."""
+    found = {}
+    with open("/proc/self/cgroup") as handle:
+        for line in handle:
+            number, controllers, path = line.rstrip("\n").split(":", 2)
+            if number == "0" and not controllers:
+                found["unified"] = path
+            for name in controllers.split(","):
+                if name in CONTROLLERS:
+                    found[name] = path
+    return found
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _write(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def _parent(mount, path):
+    folder = os.path.join(mount, path.lstrip("/"))
+    return folder if os.path.isdir(folder) else mount
+
+
+def _v2_parent(mounts, own):
+    """The grader's v2 group if it can hand both controllers down."""
+    if "unified" not in mounts or "unified" not in own:
+        return None
+    parent = _parent(mounts["unified"], own["unified"])
+    if not set(CONTROLLERS) <= set(_read(
+            os.path.join(parent, "cgroup.controllers")).split()):
+        return None
+    enabled = _read(os.path.join(parent, "cgroup.subtree_control")).split()
+    if not set(CONTROLLERS) <= set(enabled):
+        try:  # fails (EBUSY) while processes live in the group itself
+            _write(os.path.join(parent, "cgroup.subtree_control"),
+                   " ".join(f"+{c}" for c in CONTROLLERS))
+        except OSError:
+            return None
+    return parent
+
+
+def plan(name):
+    """``(kind, folders)`` for a group called ``name``: kind is "v2",
+    "v1" or "none"; folders has one folder per hierarchy."""
+    try:
+        mounts, own = _mounts(), _own()
+    except OSError:
+        return "none", []
+    parent = _v2_parent(mounts, own)
+    if parent:
+        return "v2", [os.path.join(parent, name)]
+    folders = [os.path.join(_parent(mounts[c], own.get(c, "/")), name)
+               for c in CONTROLLERS if c in mounts]
+    if len(folders) == len(CONTROLLERS) and all(
+            os.access(os.path.dirname(f), os.W_OK) for f in folders):
+        return "v1", folders
+    return "none", []
+
+
+def create(folders, *, memory_mb, pids):
+    """Make the groups with their limits; return what could not be set."""
+    missing = []
+    for folder in folders:
+        if os.path.isdir(folder):
+            kill(folder)
+            os.rmdir(folder)
+        os.mkdir(folder, 0o755)
+        limits = {"memory.max": memory_mb * 2**20,
+                  "memory.swap.max": 0,
+                  "memory.limit_in_bytes": memory_mb * 2**20,
+                  "memory.memsw.limit_in_bytes": memory_mb * 2**20,
+                  "pids.max": pids}
+        for name, value in limits.items():
+            path = os.path.join(folder, name)
+            if os.path.exists(path) and value:
+                try:
+                    _write(path, str(value))
+                except OSError as error:
+                    missing.append(f"{name}: {error.strerror}")
+    return missing
+
+
+def join(folders, pid=0):
+    """Move process ``pid`` (0: this one) into the groups."""
+    for folder in folders:
+        _write(os.path.join(folder, "cgroup.procs"), str(pid))
+
+
+def members(folders):
+    found = set()
+    for folder in folders:
+        found |= {int(p) for p in _read(
+            os.path.join(folder, "cgroup.procs")).split()}
+    return found
+
+
+def kill(*folders, seconds=5.0):
+    """SIGKILL every process in the groups until none is left; return
+    whether they are empty."""
+    for folder in folders:
+        path = os.path.join(folder, "cgroup.kill")
+        if os.path.exists(path):
+            try:
+                _write(path, "1")
+            except OSError:
+                pass
+    end = time.monotonic() + seconds
+    while True:
+        left = members(folders)
+        if not left:
+            return True
+        if time.monotonic() > end:
+            return False
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+
+
+def events(folders):
+    """What the limits stopped: ``{"oom_kill": n, "pids_max": n}``."""
+    found = {"oom_kill": 0, "pids_max": 0}
+    for folder in folders:
+        for name in ("memory.events", "memory.oom_control"):
+            for line in _read(os.path.join(folder, name)).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    found["oom_kill"] += int(value)
+        for line in _read(os.path.join(folder, "pids.events")).splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max":
+                found["pids_max"] += int(value)
+    return found
+
+
+def remove(folders):
+    """Kill what is left and remove the groups."""
+    for folder in folders:
+        if not os.path.isdir(folder):
+            continue
+        kill(folder)
+        for _ in range(50):
+            try:
+                os.rmdir(folder)
+                break
+            except OSError:
+                time.sleep(0.02)
