@@ -145,12 +145,13 @@ def test_an_attack_earns_what_the_answer_deserves(batch, attack):
     assert result.auto("test_scaled_dot_product_attention") == 0, (
         attack, result.messages)
     # The attacker's other answers are the solution's: they keep their
-    # points, unless the attack replaced `check` itself (no results).
+    # points, unless the attack replaced `check` itself, which leaves the
+    # test cells after it without results (causal_mask's comes before).
     others = (result.auto("test_causal_mask"),
               result.auto("test_SelfAttention"))
     if attack in ("check_replaced", "forged_results", "leak",
                   "partial_credit"):
-        assert others == (0, 0), result.messages
+        assert others == (2, 0), result.messages
     else:
         assert others == (2, 3), result.messages
 

@@ -219,8 +219,11 @@ for folder in (".", "/tmp", "/dev/shm"):
 """
 # student -> (test_softmax score, reasons that must appear); the attacks
 # are grouped in two submissions that do not get in each other's way.
+# a_processes_files scores 0 by the rule about shortcuts (its answer
+# cell uses subprocess and signal), whatever the isolation does; the
+# daemon it leaves behind attacks the kernels graded after it.
 EXPECTED = {
-    "a_processes_files": (3, []),
+    "a_processes_files": (0, []),
     "b_resources": (3, ["symbolic link skipped",
                         "folders nested deeper than 8 levels skipped",
                         f"filled its {DISK_MB} MB of disk",
