@@ -26,8 +26,9 @@ __all__ = ["check", "exercise", "exercises", "GradingError"]
 CHAPTER_OF = {
     "softmax": "chapter01", "attention_coefficients": "chapter01",
     "simple_self_attention": "chapter01",
+    "length_for_self_weight": "chapter01",
     "scaled_dot_product_attention": "chapter02", "causal_mask": "chapter02",
-    "SelfAttention": "chapter02",
+    "SelfAttention": "chapter02", "decoding_mask": "chapter02",
     "split_heads": "chapter03", "merge_heads": "chapter03",
     "MultiHeadAttention": "chapter03",
     "layer_norm": "chapter04", "FeedForward": "chapter04",

@@ -187,4 +187,84 @@ SIMPLE_SELF_ATTENTION = Exercise(
     properties=(rows_sum_to_one(1),),
 )
 
-EXERCISES = (SOFTMAX, ATTENTION_COEFFICIENTS, SIMPLE_SELF_ATTENTION)
+
+# ------------------------------------------- the length that wins the row
+
+
+def length_for_self_weight(p, n_tokens, cos):
+    """The smallest common length ``r >= 0`` of ``n_tokens`` tokens, every
+    pair at cosine ``cos < 1``, at which ``softmax(X X^T)`` gives each
+    token a self-weight of at least ``p`` (a float)."""
+    if not 0 < p < 1:
+        raise ValueError(f"p must lie in (0, 1), got {p!r}")
+    if int(n_tokens) != n_tokens or n_tokens < 2:
+        raise ValueError(f"n_tokens must be an int >= 2, got {n_tokens!r}")
+    if not cos < 1:
+        raise ValueError(f"cos must be < 1, got {cos!r}")
+    # row n: self-score r^2, the N - 1 others r^2 cos, so
+    # a_nn = 1 / (1 + (N - 1) exp(-r^2 (1 - cos)))  >=  p
+    # <=>  r^2 >= ln(p (N - 1) / (1 - p)) / (1 - cos)
+    ratio = p * (n_tokens - 1) / (1 - p)
+    if ratio <= 1:  # uniform weights, 1/N, already reach p at r = 0
+        return 0.0
+    return math.sqrt(math.log(ratio) / (1 - cos))
+
+
+def _length_with(p, n_tokens, cos, *, others=None, root=True, gap=None,
+                 clamp=True):
+    others = n_tokens - 1 if others is None else others(n_tokens)
+    ratio = p * others / (1 - p)
+    if ratio <= 1 and clamp:
+        return 0.0
+    if ratio <= 1:
+        return float("nan")
+    r2 = math.log(ratio) / (1 - cos if gap is None else gap(cos))
+    return math.sqrt(r2) if root else r2
+
+
+def _length_cases_visible():
+    return [
+        Case("p = 0.9, N = 10 orthogonal tokens (cos = 0)", (0.9, 10, 0.0)),
+        Case("p = 0.5, N = 4, cos = 0.5", (0.5, 4, 0.5)),
+        Case("p = 0.05 < 1/N with N = 10: reached at length 0",
+             (0.05, 10, 0.0)),
+    ]
+
+
+LENGTH_FOR_SELF_WEIGHT = Exercise(
+    name="length_for_self_weight",
+    reference=length_for_self_weight,
+    visible=_length_cases_visible,
+    misconceptions=(
+        Misconception(
+            "N tokens counted instead of the N - 1 others",
+            "the self-score is one of the N scores of the row: the "
+            "denominator of a_nn is exp(r^2) + (N - 1) exp(r^2 cos).",
+            lambda p, n, c: _length_with(p, n, c, others=lambda k: k)),
+        Misconception(
+            "the squared length returned",
+            "the scores are r^2 and r^2 cos: solving for them gives r^2; "
+            "return its square root, the length r.",
+            lambda p, n, c: _length_with(p, n, c, root=False)),
+        Misconception(
+            "the factor 1 - cos left out",
+            "the self-score beats each other score by r^2 - r^2 cos = "
+            "r^2 (1 - cos), not by r^2.",
+            lambda p, n, c: _length_with(p, n, c, gap=lambda c: 1.0)),
+        Misconception(
+            "1 + cos instead of 1 - cos",
+            "the gap between the self-score and another score is "
+            "r^2 - r^2 cos = r^2 (1 - cos).",
+            lambda p, n, c: _length_with(p, n, c, gap=lambda c: 1 + c)),
+        Misconception(
+            "NaN when p is already reached at length 0",
+            "at r = 0 every weight is 1/N; when p <= 1/N the log is <= 0 "
+            "and its square root is NaN: return 0.0 there, as the "
+            "exercise says.",
+            lambda p, n, c: _length_with(p, n, c, clamp=False)),
+    ),
+    forbidden_reference=(length_for_self_weight,),
+)
+
+EXERCISES = (SOFTMAX, ATTENTION_COEFFICIENTS, SIMPLE_SELF_ATTENTION,
+             LENGTH_FOR_SELF_WEIGHT)

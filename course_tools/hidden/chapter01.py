@@ -54,8 +54,22 @@ def _simple_cases_hidden():
     ]
 
 
+def _length_cases_hidden():
+    return [
+        Case("p = 0.99 among 100 tokens at cos = 0.2", (0.99, 100, 0.2)),
+        Case("two tokens pointing apart (cos = -0.5), p = 0.999",
+             (0.999, 2, -0.5)),
+        Case("nearly parallel tokens, cos = 0.9, p = 0.6", (0.6, 3, 0.9)),
+        Case("512 orthogonal tokens, p = 0.3", (0.3, 512, 0.0)),
+        Case("p = 0.08 < 1/10 at cos = 0.3: length 0", (0.08, 10, 0.3)),
+        Case("p = 0.01 among 50 tokens: length 0", (0.01, 50, 0.7)),
+        Case("an int cosine, p = 0.75 among 8 tokens", (0.75, 8, 0)),
+    ]
+
+
 HIDDEN = {
     "softmax": _softmax_cases_hidden,
     "attention_coefficients": _coefficient_cases_hidden,
     "simple_self_attention": _simple_cases_hidden,
+    "length_for_self_weight": _length_cases_hidden,
 }

@@ -10,6 +10,7 @@ from course_lib import attention as ref
 from course_lib.grading.chapter02 import (
     _qkv,
     _self_attention_cases,
+    query_and_key_padding,
 )
 from course_lib.grading.common import (
     F64,
@@ -34,7 +35,21 @@ def _sdpa_hidden():
         Case("large logits", _qkv((), 4, 5, 16, 3, seed=49, scale=6.0)),
         Case("inputs with tiny variance",
              _qkv((), 4, 4, 5, 5, seed=50, dtype=F64, scale=1e-3)),
+        Case("padded queries and keys in float64 (lengths 6, 3, 1)",
+             (*_qkv((3,), 6, 6, 4, 5, seed=52, dtype=F64),
+              query_and_key_padding([6, 3, 1], 6))),
+        Case("a (2, 5, 4) mask with empty rows, broadcast over heads",
+             (*_qkv((2, 3), 5, 4, 3, 3, seed=53),
+              _with_empty_rows(random_mask(2, 1, 5, 4, seed=54)))),
     ]
+
+
+def _with_empty_rows(mask):
+    mask = mask.clone()
+    mask[0, :, 2] = False  # query 2 of the first sequence reads nothing
+    mask[1, :, 0] = False
+    mask[1, :, 4] = False
+    return mask
 
 
 HIDDEN = {
@@ -50,5 +65,14 @@ HIDDEN = {
          F64, True),
         ("two batch dimensions", {"d_model": 5, "d_k": 5}, (2, 3, 4),
          torch.float32, False),
+        ("padded queries and keys in float64 (lengths 2, 6, 4)",
+         {"d_model": 6, "d_k": 2, "d_v": 4}, (3, 6), F64, [2, 6, 4]),
     ], seed=70),
+    "decoding_mask": lambda: [
+        Case("2 new queries, 9 keys", (2, 9)),
+        Case("6 queries, 6 keys", (6, 6)),
+        Case("5 new queries, 12 keys", (5, 12)),
+        Case("1 query, 1 key", (1, 1)),
+        Case("16 new queries, 40 keys", (16, 40)),
+    ],
 }

@@ -5,9 +5,11 @@ CHAPTER_OF = {
     "softmax": "01_attention_coefficients",
     "attention_coefficients": "01_attention_coefficients",
     "simple_self_attention": "01_attention_coefficients",
+    "length_for_self_weight": "01_attention_coefficients",
     "scaled_dot_product_attention": "02_self_attention",
     "causal_mask": "02_self_attention",
     "SelfAttention": "02_self_attention",
+    "decoding_mask": "02_self_attention",
     "split_heads": "03_multi_head_attention",
     "merge_heads": "03_multi_head_attention",
     "MultiHeadAttention": "03_multi_head_attention",
@@ -48,14 +50,53 @@ def simple_self_attention(X):
     return torch.einsum("...nm,...md->...nd", A, X), A
 '''),
     ],
+    "length_for_self_weight": [
+        ("a sum of logs and a clamp", '''
+def length_for_self_weight(p, n_tokens, cos):
+    r2 = (math.log(p) + math.log(n_tokens - 1) - math.log1p(-p)) / (1 - cos)
+    return math.sqrt(max(r2, 0.0))
+'''),
+        ("bisection on the self-weight, in torch", '''
+def length_for_self_weight(p, n_tokens, cos):
+    def self_weight(r):
+        gap = torch.tensor(r * r * (1 - cos), dtype=torch.float64)
+        return float(1 / (1 + (n_tokens - 1) * torch.exp(-gap)))
+    if self_weight(0.0) >= p:
+        return 0.0
+    low, high = 0.0, 1.0
+    while self_weight(high) < p:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if self_weight(middle) < p else (
+            low, middle)
+    return high
+'''),
+        ("a tensor result", '''
+def length_for_self_weight(p, n_tokens, cos):
+    p = torch.tensor(p, dtype=torch.float64)
+    odds = p * (n_tokens - 1) / (1 - p)
+    return torch.sqrt(torch.log(odds).clamp_min(0) / (1 - cos))
+'''),
+    ],
     "scaled_dot_product_attention": [
-        ("einsum, torch.where and a large negative fill", '''
+        ("einsum, torch.where, a large negative fill and zeroed rows", '''
 def scaled_dot_product_attention(Q, K, V, mask=None):
     S = torch.einsum("...qd,...kd->...qk", Q, K) / Q.shape[-1] ** 0.5
     if mask is not None:
         S = torch.where(mask, S, torch.full_like(S, -1e9))
     A = torch.softmax(S, dim=-1)
+    if mask is not None:
+        A = A * mask
     return torch.einsum("...qk,...kv->...qv", A, V), A
+'''),
+        ("NaN rows replaced with nan_to_num", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.mT / math.sqrt(K.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(mask.logical_not(), float("-inf"))
+    A = torch.softmax(S, dim=-1).nan_to_num(0.0)
+    return A @ V, A
 '''),
         ("a loop over queries with masked_fill(-inf)", '''
 def scaled_dot_product_attention(Q, K, V, mask=None):
@@ -69,6 +110,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
         e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
         rows.append(e / e.sum(dim=-1, keepdim=True))
     A = torch.stack(rows, dim=-2)
+    A = torch.where(torch.isnan(A), torch.zeros_like(A), A)
     return A @ V, A
 '''),
     ],
@@ -95,7 +137,41 @@ class SelfAttention(nn.Module):
         if mask is not None:
             S = S.masked_fill(~mask, -1e9)
         A = S.softmax(dim=-1)
+        if mask is not None:
+            A = A.masked_fill(~mask, 0.0)
         return A @ V, A
+'''),
+        ("the colleague's class with its four bugs fixed", '''
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        d_v = d_v or d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, X, mask=None):
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        S = Q @ K.transpose(-2, -1) / math.sqrt(K.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        if mask is not None:
+            A = torch.where(mask, A, 0.0)  # A * mask keeps NaN * 0 = NaN
+        return A @ V, A
+'''),
+    ],
+    "decoding_mask": [
+        ("the last rows of a square causal mask", '''
+def decoding_mask(n_queries, n_keys, device=None):
+    full = torch.ones(n_keys, n_keys, dtype=torch.bool, device=device).tril()
+    return full[n_keys - n_queries:]
+'''),
+        ("positions compared", '''
+def decoding_mask(n_queries, n_keys, device=None):
+    query_position = torch.arange(n_keys - n_queries, n_keys, device=device)
+    key_position = torch.arange(n_keys, device=device)
+    return key_position[None, :] <= query_position[:, None]
 '''),
     ],
     "split_heads": [
@@ -184,7 +260,48 @@ def simple_self_attention(X):
     return A.transpose(-2, -1) @ X, A
 '''),
     ],
+    "length_for_self_weight": [
+        ("N tokens counted instead of the N - 1 others", '''
+def length_for_self_weight(p, n_tokens, cos):
+    r2 = math.log(p * n_tokens / (1 - p)) / (1 - cos)
+    return math.sqrt(max(r2, 0.0))
+'''),
+        ("the squared length returned", '''
+def length_for_self_weight(p, n_tokens, cos):
+    return max(math.log(p * (n_tokens - 1) / (1 - p)) / (1 - cos), 0.0)
+'''),
+        ("the factor 1 - cos left out", '''
+def length_for_self_weight(p, n_tokens, cos):
+    return math.sqrt(max(math.log(p * (n_tokens - 1) / (1 - p)), 0.0))
+'''),
+        ("1 + cos instead of 1 - cos", '''
+def length_for_self_weight(p, n_tokens, cos):
+    r2 = math.log(p * (n_tokens - 1) / (1 - p)) / (1 + cos)
+    return math.sqrt(max(r2, 0.0))
+'''),
+        ("NaN when p is already reached at length 0", '''
+def length_for_self_weight(p, n_tokens, cos):
+    r2 = torch.log(torch.tensor(p * (n_tokens - 1) / (1 - p))) / (1 - cos)
+    return float(torch.sqrt(r2))
+'''),
+    ],
     "scaled_dot_product_attention": [
+        ("a fully masked row gives NaN", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
+'''),
+        ("a fully masked row gets uniform weights", '''
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask, -1e9)
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
+'''),
         ("no 1/sqrt(d_k) scale", '''
 def scaled_dot_product_attention(Q, K, V, mask=None):
     S = Q @ K.transpose(-2, -1)
@@ -229,6 +346,59 @@ def causal_mask(n):
 '''),
     ],
     "SelfAttention": [
+        ("scaled by sqrt(d_model) instead of sqrt(d_k)", '''
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        d_v = d_v or d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, X, mask=None):
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        S = Q @ K.transpose(-2, -1) / math.sqrt(X.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        if mask is not None:
+            A = A.masked_fill(~mask, 0.0)
+        return A @ V, A
+'''),
+        ("the mask is applied after the softmax", '''
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        d_v = d_v or d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, X, mask=None):
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        A = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(K.shape[-1]),
+                          dim=-1)
+        if mask is not None:
+            A = A * mask
+        return A @ V, A
+'''),
+        ("a fully masked row gives NaN", '''
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        d_v = d_v or d_k
+        self.W_q = nn.Linear(d_model, d_k, bias=bias)
+        self.W_k = nn.Linear(d_model, d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+    def forward(self, X, mask=None):
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        S = Q @ K.transpose(-2, -1) / math.sqrt(K.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        return A @ V, A
+'''),
         ("keys computed with W_q", '''
 class SelfAttention(nn.Module):
     def __init__(self, *, d_model, d_k, d_v=None, bias=True):
@@ -245,6 +415,30 @@ class SelfAttention(nn.Module):
             S = S.masked_fill(~mask, float("-inf"))
         A = torch.softmax(S, dim=-1)
         return A @ V, A
+'''),
+    ],
+    "decoding_mask": [
+        ("the mask is aligned top-left", '''
+def decoding_mask(n_queries, n_keys, device=None):
+    return torch.ones(n_queries, n_keys, dtype=torch.bool).tril()
+'''),
+        ("a new token may not attend to itself", '''
+def decoding_mask(n_queries, n_keys, device=None):
+    i = torch.arange(n_keys - n_queries, n_keys)[:, None]
+    return torch.arange(n_keys)[None, :] < i
+'''),
+        ("the new tokens do not see one another", '''
+def decoding_mask(n_queries, n_keys, device=None):
+    start = n_keys - n_queries
+    mask = torch.zeros(n_queries, n_keys, dtype=torch.bool)
+    mask[:, :start] = True
+    for i in range(n_queries):
+        mask[i, start + i] = True
+    return mask
+'''),
+        ("no mask: every key allowed", '''
+def decoding_mask(n_queries, n_keys, device=None):
+    return torch.ones(n_queries, n_keys, dtype=torch.bool)
 '''),
     ],
     "split_heads": [
