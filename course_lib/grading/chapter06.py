@@ -390,7 +390,7 @@ APPLY_ROTARY = Exercise(
             "b cos - a sin].",
             _rotary_multiplied),
     ),
-    forbidden_reference=(ref.apply_rotary,),
+    forbidden_reference=(ref.apply_rotary, ref.relative_position_matrix),
     shortcut_advice=("Turn each pair (Z[..., 0::2], Z[..., 1::2]) by its "
                      "angle n omega_i yourself."),
     properties=(_keeps_row_norms, _row_zero_unchanged),

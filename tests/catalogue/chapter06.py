@@ -322,4 +322,12 @@ _turn = _p.apply_rotary
 def apply_rotary(Z, base=10000.0):
     return _turn(Z, base)
 ''', "course_lib's apply_rotary"),
+    ("course_lib's relative_position_matrix, one per position",
+     "apply_rotary", '''
+from course_lib.positional import relative_position_matrix as _M
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    rows = [Z[..., n, :] @ _M(n, d, base, dtype=Z.dtype) for n in range(N)]
+    return torch.stack(rows, dim=-2)
+''', "course_lib's relative_position_matrix"),
 ]
