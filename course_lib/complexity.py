@@ -92,17 +92,24 @@ def attention_memory_bytes(n_tokens, n_heads=1, bytes_per_element=4):
     return n_heads * n_tokens**2 * bytes_per_element
 
 
-def crossover_length(d_model):
-    """Sequence length ``N`` at which the ``N^2 D`` terms of
-    :func:`attention_flops` (scores, weighted sum) equal its ``N D^2`` terms
-    (projections, output projection).
+def crossover_length(d_model, d_ff=0):
+    """Sequence length ``N`` at which the ``N^2 D`` terms of a layer
+    (scores, weighted sum) equal its terms linear in ``N``: the four
+    projections of :func:`attention_flops` and, for ``d_ff > 0``, the two
+    products of a feed-forward block ``(N, D) @ (D, d_ff)`` and ``(N, d_ff)
+    @ (d_ff, D)``. ``d_ff = 0``: attention alone.
 
-    An int when exact (it is ``2 d_model``), else a float.
+    An int when exact (it is ``2 d_model + d_ff``), else a float.
     """
     require_positive_int(d_model, "d_model")
-    # At N = 1 each term equals its coefficient: a N D^2-terms, b N^2-terms.
-    one = attention_flops(1, d_model)
-    a = one["projections"] + one["output_projection"]
+    if isinstance(d_ff, bool) or not isinstance(d_ff, int) or d_ff < 0:
+        raise ValueError(f"d_ff must be an int >= 0, got {d_ff!r}")
+    D = d_model
+    # At N = 1 each term equals its coefficient: a N (linear), b N^2.
+    one = attention_flops(1, D)
+    # FFN: (N, D) @ (D, d_ff) and (N, d_ff) @ (d_ff, D)   4 N D d_ff
+    ffn = _matmul_flops(1, D, d_ff) + _matmul_flops(1, d_ff, D)
+    a = one["projections"] + one["output_projection"] + ffn
     b = one["scores"] + one["weighted_sum"]
     # a N = b N^2  =>  N = a / b
     return a // b if a % b == 0 else a / b

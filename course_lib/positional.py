@@ -1,5 +1,6 @@
 """Positional encodings: the fixed sinusoids of "Attention Is All You Need",
-the rotation that shifts them by an offset, and a learned embedding.
+the rotation that shifts them by an offset, rotary position embeddings
+(queries and keys turned by that rotation) and a learned embedding.
 
 Conventions (shared by every module of ``course_lib``): tokens are rows,
 ``X`` is ``(..., N, D)`` with any number of leading batch dimensions and
@@ -23,6 +24,7 @@ from course_lib._validate import (
 __all__ = [
     "sinusoidal_encoding",
     "relative_position_matrix",
+    "apply_rotary",
     "LearnedPositionalEmbedding",
 ]
 
@@ -96,6 +98,28 @@ def relative_position_matrix(offset, d_model, base=10000.0, *,
     M[even + 1, even] = sin
     M[even + 1, even + 1] = cos
     return M.to(dtype)
+
+
+def apply_rotary(Z, base=10000.0):
+    """Rotary position embedding (RoPE): row ``n`` of ``Z`` times ``M_n``.
+
+    ``Z`` is ``(..., N, d)``, the queries or keys of one head (``d =
+    d_head``, even); ``M_n`` is :func:`relative_position_matrix` ``(n, d,
+    base)``, applied pair by pair without being built. Returns ``(..., N,
+    d)`` in ``Z``'s dtype. Since ``M_n M_m^T = M_{n - m}``, the score of
+    rotated ``q_n`` and ``k_m`` is ``q_n M_{n - m} k_m^T``.
+    """
+    require_tensor(Z, "Z", min_dim=2)
+    *_, N, d = Z.shape
+    _check_common(d, base, Z.dtype)
+    # angle[n, i] = n omega_i                       (N, d / 2)
+    n = torch.arange(N, dtype=torch.float64)
+    angle = n[:, None] * _frequencies(d, base)[None, :]
+    cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
+    a, b = Z[..., 0::2], Z[..., 1::2]  # (..., N, d / 2) each
+    # [a, b] @ [[cos, -sin], [sin, cos]] = [a cos + b sin, b cos - a sin]
+    pairs = torch.stack([a * cos + b * sin, b * cos - a * sin], dim=-1)
+    return pairs.flatten(-2)  # (..., N, d): pairs interleaved again
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from course_lib.attention import scaled_dot_product_attention
 from course_lib.complexity import (
@@ -66,6 +68,22 @@ def test_crossover_balances_the_two_kinds_of_terms(D):
     # One token past the crossover the scores take over.
     after = attention_flops(n_star + 1, D)
     assert quadratic(after) > linear(after)
+
+
+@pytest.mark.parametrize("D, d_ff", [(1, 1), (64, 256), (768, 3072),
+                                     (10, 7)])
+def test_crossover_with_a_feed_forward_block(D, d_ff):
+    n_star = crossover_length(D, d_ff)
+    assert n_star == 2 * D + d_ff and type(n_star) is int
+    # the FFN's two products, counted by PyTorch, on N = n_star tokens
+    ffn = nn.Sequential(nn.Linear(D, d_ff), nn.ReLU(), nn.Linear(d_ff, D))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        ffn(torch.zeros(n_star, D))
+    at = attention_flops(n_star, D)
+    linear = (at["projections"] + at["output_projection"]
+              + counter.get_total_flops())
+    assert at["scores"] + at["weighted_sum"] == linear
+    assert crossover_length(D, 0) == crossover_length(D) == 2 * D
 
 
 def test_attention_memory_bytes():
@@ -180,6 +198,8 @@ def test_machine_description():
         (lambda: attention_flops(4, 6.0), "d_model must be a positive int"),
         (lambda: attention_memory_bytes(4, n_heads=0), "n_heads"),
         (lambda: crossover_length(-1), "d_model"),
+        (lambda: crossover_length(4, -1), "d_ff must be an int >= 0"),
+        (lambda: crossover_length(4, 2.0), "d_ff"),
         (lambda: fit_power_law([1, 2], [1, 2, 3]), "same length"),
         (lambda: fit_power_law([1], [1]), "at least 2 points"),
         (lambda: fit_power_law([3, 3], [1, 2]), "at least 2 distinct"),

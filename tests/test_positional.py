@@ -7,6 +7,7 @@ import torch
 
 from course_lib.positional import (
     LearnedPositionalEmbedding,
+    apply_rotary,
     relative_position_matrix,
     sinusoidal_encoding,
 )
@@ -123,6 +124,45 @@ def test_relative_position_matrix_block_and_dtype():
     torch.testing.assert_close(M, expected)
 
 
+def test_apply_rotary_is_row_n_times_m_n(dtype):
+    torch.manual_seed(0)
+    Z = torch.randn(2, 3, 11, 8, dtype=dtype)  # (B, H, N, d_head)
+    R = apply_rotary(Z, base=100.0)
+    assert R.shape == Z.shape and R.dtype == dtype
+    for n in range(11):
+        M = relative_position_matrix(n, 8, base=100.0, dtype=dtype)
+        torch.testing.assert_close(R[..., n, :], Z[..., n, :] @ M)
+
+
+def test_apply_rotary_as_complex_multiplication():
+    # pair [a, b] as the complex number b + i a, turned by e^(i n omega)
+    torch.manual_seed(1)
+    N, d = 9, 6
+    Z = torch.randn(N, d, dtype=torch.float64)
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    turn = torch.polar(torch.ones(N, d // 2, dtype=torch.float64),
+                       torch.arange(N, dtype=torch.float64)[:, None] * omega)
+    z = torch.complex(Z[:, 1::2], Z[:, 0::2]) * turn
+    R = apply_rotary(Z)
+    torch.testing.assert_close(R[:, 0::2], z.imag)
+    torch.testing.assert_close(R[:, 1::2], z.real)
+
+
+def test_apply_rotary_scores_depend_on_the_offset_only():
+    torch.manual_seed(2)
+    q, k = torch.randn(2, 16, dtype=torch.float64)
+    Q = apply_rotary(q.expand(30, 16))
+    K = apply_rotary(k.expand(30, 16))
+    S = Q @ K.T  # S[n, m] depends on n - m only
+    for offset in (-9, 0, 4):
+        diagonal = torch.diagonal(S, offset=offset)
+        torch.testing.assert_close(diagonal,
+                                   diagonal[:1].expand_as(diagonal))
+    # and rotations keep norms; row 0 is not rotated at all
+    torch.testing.assert_close(Q.norm(dim=-1), q.norm().expand(30))
+    torch.testing.assert_close(Q[0], q)
+
+
 def test_learned_embedding_adds_one_vector_per_position(dtype):
     emb = LearnedPositionalEmbedding(max_len=10, d_model=6).to(dtype)
     assert emb.embedding.shape == (10, 6)
@@ -153,6 +193,10 @@ def test_learned_embedding_is_trained_by_backprop():
          "float32 or float64"),
         (lambda: relative_position_matrix(1.5, 4), "offset must be an int"),
         (lambda: relative_position_matrix(1, 3), "even"),
+        (lambda: apply_rotary(torch.randn(4, 5)), "even"),
+        (lambda: apply_rotary(torch.randn(5)), "at least 2 dimensions"),
+        (lambda: apply_rotary(torch.ones(3, 4, dtype=torch.int64)),
+         "float"),
         (lambda: LearnedPositionalEmbedding(max_len=4, d_model=2)(
             torch.randn(5, 2)), "max_len = 4"),
         (lambda: LearnedPositionalEmbedding(max_len=4, d_model=2)(

@@ -1,8 +1,10 @@
 """Checks of chapter 5: the cost of attention. FLOPs of one multi-head
 layer on ``N`` tokens of ``D = d_model`` features (``H`` heads of ``d_head
 = D // H``; an ``(a, b) @ (b, c)`` product costs ``2 a b c``), the length at
-which the ``N^2 D`` terms equal the ``N D^2`` terms, the bytes of the
-attention weights ``(H, N, N)`` and a power law fitted in log-log space."""
+which the ``N^2 D`` terms of a layer (attention, and a feed-forward block of
+width ``d_ff`` when ``d_ff > 0``) equal its terms linear in ``N``, the bytes
+of the attention weights ``(H, N, N)`` and a power law fitted in log-log
+space."""
 
 import numpy as np
 import torch
@@ -95,29 +97,59 @@ ATTENTION_FLOPS = Exercise(
 # ---------------------------------------------------------- crossover
 
 
+def _crossover(*, attention=8, ffn=4, quadratic=4):
+    """``N`` solving ``attention N D^2 + ffn N D d_ff = quadratic N^2 D``
+    (the defaults give the reference)."""
+    def fn(d_model, d_ff=0):
+        D = d_model
+        return (attention * D * D + ffn * D * d_ff) / (quadratic * D)
+    return fn
+
+
 CROSSOVER_LENGTH = Exercise(
     name="crossover_length",
     reference=ref.crossover_length,
-    visible=lambda: [Case("D = 64", (64,)), Case("D = 768", (768,))],
+    visible=lambda: [
+        Case("attention alone, D = 64", (64,)),
+        Case("GPT-2 small's layer: D = 768, d_ff = 3072", (768, 3072)),
+    ],
     misconceptions=(
         Misconception(
+            "the feed-forward block is left out",
+            "with d_ff > 0 the layer also runs x W_1 (D -> d_ff) and "
+            "h W_2 (d_ff -> D) on every token: two more products linear "
+            "in N, 4 N D d_ff FLOPs together.",
+            _crossover(ffn=0)),
+        Misconception(
+            "the feed-forward block counted as one product",
+            "the feed-forward block has two matrices, W_1 (D, d_ff) and "
+            "W_2 (d_ff, D): 2 N D d_ff FLOPs each.",
+            _crossover(ffn=2)),
+        Misconception(
+            "the feed-forward products counted as D x D",
+            "W_1 is (D, d_ff) and W_2 is (d_ff, D): each product costs "
+            "2 N D d_ff, not 2 N D^2; use d_ff.",
+            lambda d_model, d_ff=0: (
+                3 * d_model if d_ff else 2 * d_model)),
+        Misconception(
             "the output projection is left out",
-            "the N D^2 terms are the Q, K, V projections AND the output "
-            "projection: 8 N D^2 against 4 N^2 D.",
-            lambda d_model: 1.5 * d_model),
+            "the attention terms linear in N are the Q, K, V projections "
+            "AND the output projection: 8 N D^2.",
+            _crossover(attention=6)),
         Misconception(
             "the constants are dropped (N D^2 = N^2 D)",
             "big-O hides the constants, but the crossover depends on "
-            "them: compare 8 N D^2 with 4 N^2 D.",
-            lambda d_model: d_model),
+            "them: count every product at 2abc FLOPs.",
+            _crossover(attention=1, ffn=1, quadratic=1)),
         Misconception(
             "only Q K^T counted as an N^2 term",
             "the weighted sum A V costs as much as Q K^T: both are "
             "N^2 terms, 4 N^2 D together.",
-            lambda d_model: 4 * d_model),
+            _crossover(quadratic=2)),
     ),
     forbidden_reference=(ref.crossover_length,),
-    shortcut_advice="Solve 8 N D^2 = 4 N^2 D for N.",
+    shortcut_advice=("Count the layer's terms linear in N and its N^2 "
+                     "terms, and solve for N."),
 )
 
 

@@ -1,13 +1,15 @@
-"""Checks of chapter 6: the sinusoidal encoding and the rotation that shifts
-it. ``PE`` is ``(n_positions, d_model)``, sines in the even dimensions and
-cosines in the odd ones; ``PE[pos + offset] = PE[pos] @ M`` (row vectors).
-Both exercises return float32 (the hidden cases use the default dtype)."""
+"""Checks of chapter 6: the sinusoidal encoding, the rotation that shifts
+it and rotary position embeddings. ``PE`` is ``(n_positions, d_model)``,
+sines in the even dimensions and cosines in the odd ones; ``PE[pos +
+offset] = PE[pos] @ M`` (row vectors). The first two exercises return
+float32 (the hidden cases use the default dtype); ``apply_rotary`` keeps
+the dtype of its input ``Z (..., N, d)``."""
 
 import numpy
 import torch
 
 from course_lib import positional as ref
-from course_lib.grading.common import F64
+from course_lib.grading.common import F32, F64, randn
 from course_lib.grading.engine import Case, Exercise, Misconception, as_array
 
 # --------------------------------------------------------- the variants
@@ -254,4 +256,144 @@ RELATIVE_POSITION_MATRIX = Exercise(
     properties=(_shifts_the_encoding,),
 )
 
-EXERCISES = (SINUSOIDAL_ENCODING, RELATIVE_POSITION_MATRIX)
+
+# ------------------------------------------------------ rotary embedding
+
+
+def _rotary(Z, base=10000.0, *, transpose=False, halves=False, start=0,
+            exponent="pair", ignore_base=False):
+    """Row ``n`` of ``Z`` turned pair by pair, as one misreading or
+    another does it (computed in float64, returned in Z's dtype)."""
+    N, d = Z.shape[-2], Z.shape[-1]
+    base = 10000.0 if ignore_base else base
+    divided, _ = _angles(N, d, base, exponent=exponent, start=start)
+    angle = divided[:, 0::2]  # (N, d / 2): one angle per pair
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    if transpose:
+        sin = -sin
+    z = Z.to(F64)
+    if halves:
+        a, b = z[..., : d // 2], z[..., d // 2:]
+    else:
+        a, b = z[..., 0::2], z[..., 1::2]
+    first, second = a * cos + b * sin, b * cos - a * sin
+    if halves:
+        out = torch.cat([first, second], dim=-1)
+    else:
+        out = torch.stack([first, second], dim=-1).flatten(-2)
+    return out.to(Z.dtype)
+
+
+def _rotary_variant(**options):
+    def fn(Z, base=10000.0):
+        return _rotary(Z, base, **options)
+    return fn
+
+
+def _rotary_added(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    return Z + ref.sinusoidal_encoding(N, d, base, dtype=Z.dtype)
+
+
+def _rotary_multiplied(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    return Z * ref.sinusoidal_encoding(N, d, base, dtype=Z.dtype)
+
+
+def _keeps_row_norms(case, outputs):
+    R = as_array(outputs[0], "your result")
+    Z = as_array(case.args[0], "Z")
+    if R.shape != Z.shape:
+        return None
+    before, after = (numpy.linalg.norm(t, axis=-1) for t in (Z, R))
+    scale = numpy.maximum(before, 1e-12)
+    bad = numpy.abs(after - before) / scale > 1e-4
+    if bad.any():
+        where = tuple(numpy.argwhere(bad)[0])
+        return (
+            "M_n is a rotation, so every row keeps its length: |z_n M_n| "
+            f"= |z_n|. Yours changes the length of row n = {where[-1]} by "
+            f"a factor {float(after[where] / scale[where]):.4g}: the "
+            "positions must turn the pairs, not be added to or multiplied "
+            "into them."
+        )
+    return None
+
+
+def _row_zero_unchanged(case, outputs):
+    R = as_array(outputs[0], "your result")
+    Z = as_array(case.args[0], "Z")
+    if R.shape != Z.shape:
+        return None
+    if numpy.abs(R[..., 0, :] - Z[..., 0, :]).max() > 1e-5:
+        return (
+            "row 0 is position 0, and M_0 is the identity: the first row "
+            "must come back unchanged. Count positions from 0."
+        )
+    return None
+
+
+def _rotary_visible():
+    return [
+        Case("N = 5, d = 6, base = 50, float64",
+             (randn(5, 6, seed=601, dtype=F64), 50.0)),
+        Case("(B, H, N, d_head) = (2, 3, 6, 8), float32",
+             (randn(2, 3, 6, 8, seed=602, dtype=F32),)),
+    ]
+
+
+APPLY_ROTARY = Exercise(
+    name="apply_rotary",
+    reference=ref.apply_rotary,
+    visible=_rotary_visible,
+    misconceptions=(
+        Misconception(
+            "the rotation is transposed (it turns row n by -n)",
+            "row n is multiplied by M_n on the right, z_n M_n: the new "
+            "pair is [a, b] @ [[cos, -sin], [sin, cos]], so the first "
+            "entry gains + b sin and the second loses a sin.",
+            _rotary_variant(transpose=True)),
+        Misconception(
+            "pairs i and i + d/2 rotated together (rotate-half layout)",
+            "a pair is two neighbouring dimensions, 2i and 2i+1, as in the "
+            "sinusoidal encoding and in M_n: take Z[..., 0::2] and "
+            "Z[..., 1::2] and interleave the results again.",
+            _rotary_variant(halves=True)),
+        Misconception(
+            "positions counted from 1",
+            "row n of Z is position n, starting at 0: the first row is "
+            "not rotated (M_0 = I).",
+            _rotary_variant(start=1)),
+        Misconception(
+            "exponent uses the dimension index instead of the pair index "
+            "(2j/d)",
+            "pair i (dimensions 2i, 2i+1) turns by n omega_i with omega_i = "
+            "1 / base^(2i/d), i the pair index.",
+            _rotary_variant(exponent="2j")),
+        Misconception(
+            "exponent i/d instead of 2i/d",
+            "omega_i = 1 / base^(2i / d): keep the factor 2.",
+            _rotary_variant(exponent="i")),
+        Misconception(
+            "the base is ignored (always 10000)",
+            "use the `base` argument in the frequencies.",
+            _rotary_variant(ignore_base=True)),
+        Misconception(
+            "the sinusoidal encoding added instead of a rotation",
+            "rotary embeddings do not add a vector: they multiply row n "
+            "by the rotation M_n, which turns each pair by n omega_i.",
+            _rotary_added),
+        Misconception(
+            "the sinusoidal encoding multiplied entry by entry",
+            "z * PE[n] scales each entry by one sine or cosine; the "
+            "rotation mixes the two entries of a pair: [a cos + b sin, "
+            "b cos - a sin].",
+            _rotary_multiplied),
+    ),
+    forbidden_reference=(ref.apply_rotary, ref.relative_position_matrix),
+    shortcut_advice=("Turn each pair (Z[..., 0::2], Z[..., 1::2]) by its "
+                     "angle n omega_i yourself."),
+    properties=(_keeps_row_norms, _row_zero_unchanged),
+)
+
+EXERCISES = (SINUSOIDAL_ENCODING, RELATIVE_POSITION_MATRIX, APPLY_ROTARY)

@@ -50,8 +50,16 @@ HIDDEN = {
         ("N = 7, D = 12, H = 3", (7, 12), {"n_heads": 3}),
         ("N = 32768, D = 4096, H = 32", (32768, 4096, 32), {}),
     ]),
-    "crossover_length": lambda: [Case(f"D = {D}", (D,))
-                    for D in (1, 7, 512, 4096, 12288)],
+    "crossover_length": lambda: [
+        Case("attention alone, D = 1", (1,)),
+        Case("attention alone, D = 4096", (4096,)),
+        Case("d_ff = 0 given, D = 7", (7, 0)),
+        Case("BERT-base's layer: D = 768, d_ff = 3072 as a keyword",
+             (768,), {"d_ff": 3072}),
+        Case("a narrow block: D = 512, d_ff = 100", (512, 100)),
+        Case("D = 12288, d_ff = 49152 (GPT-3)", (12288, 49152)),
+        Case("D = 3, d_ff = 5", (3, 5)),
+    ],
     "attention_memory_bytes": lambda: [
         Case("N = 1", (1,)),
         Case("N = 512, 12 heads, float64", (512, 12, 8)),

@@ -4,6 +4,7 @@ They stay with the instructor: the grader hands them to a kernel only
 while it grades a submission, and compares the results in its own
 process."""
 
+from course_lib.grading.common import F32, F64, randn
 from course_lib.grading.engine import Case
 
 
@@ -32,7 +33,24 @@ def _relative_hidden():
     ]
 
 
+def _rotary_hidden():
+    return [
+        Case("one pair (d = 2), 5 positions, float64",
+             (randn(5, 2, seed=651, dtype=F64),)),
+        Case("a single position", (randn(3, 1, 6, seed=652, dtype=F32),)),
+        Case("base=100 as a keyword, float32",
+             (randn(4, 7, 10, seed=653, dtype=F32),), {"base": 100.0}),
+        Case("64 positions, d = 16, float64",
+             (randn(64, 16, seed=654, dtype=F64),)),
+        Case("five dimensions (2, 2, 2, 5, 6), base = 10",
+             (randn(2, 2, 2, 5, 6, seed=655, dtype=F64), 10.0)),
+        Case("(B, H, N, d_head) = (1, 4, 33, 32), float32",
+             (randn(1, 4, 33, 32, seed=656, dtype=F32),)),
+    ]
+
+
 HIDDEN = {
     "sinusoidal_encoding": _encoding_hidden,
     "relative_position_matrix": _relative_hidden,
+    "apply_rotary": _rotary_hidden,
 }

@@ -63,23 +63,39 @@ def attention_flops(n_tokens, d_model, n_heads=1):
 '''),
     ],
     "crossover_length": [
-        ("2 D", '''
-def crossover_length(d_model):
-    return 2 * d_model
+        ("2 D + d_ff", '''
+def crossover_length(d_model, d_ff=0):
+    return 2 * d_model + d_ff
 '''),
         ("the first N at which the N^2 terms catch up, by search", '''
-def crossover_length(d_model):
+def crossover_length(d_model, d_ff=0):
     D, N = d_model, 1
-    while 4 * N * N * D < 8 * N * D * D:
+    while 4 * N * N * D < 8 * N * D * D + 4 * N * D * d_ff:
         N += 1
     return N
 '''),
-        ("from course_lib's attention_flops (allowed)", '''
+        ("from course_lib's attention_flops plus the FFN (allowed)", '''
 from course_lib.complexity import attention_flops as _counts
-def crossover_length(d_model):
+def crossover_length(d_model, d_ff=0):
     c = _counts(1, d_model)
-    linear = c["projections"] + c["output_projection"]
+    ffn = 2 * 2 * d_model * d_ff
+    linear = c["projections"] + c["output_projection"] + ffn
     return linear / (c["scores"] + c["weighted_sum"])
+'''),
+        ("FlopCounterMode on a meta-device layer", '''
+from torch.utils.flop_counter import FlopCounterMode
+def crossover_length(d_model, d_ff=0):
+    D = d_model
+    X = torch.empty(1, D, device="meta")
+    with FlopCounterMode(display=False) as fc:
+        for _ in range(4):
+            X @ torch.empty(D, D, device="meta")
+        if d_ff:
+            h = X @ torch.empty(D, d_ff, device="meta")
+            h @ torch.empty(d_ff, D, device="meta")
+    linear = fc.get_total_flops()
+    quadratic = 2 * 2 * D  # QK^T and AV at N = 1
+    return linear / quadratic
 '''),
     ],
     "attention_memory_bytes": [
@@ -186,13 +202,31 @@ def attention_flops(n_tokens, d_model, n_heads=1):
 '''),
     ],
     "crossover_length": [
+        ("the feed-forward block is left out", '''
+def crossover_length(d_model, d_ff=0):
+    return 2 * d_model
+'''),
+        ("the feed-forward block counted as one product", '''
+def crossover_length(d_model, d_ff=0):
+    N_D2 = 8 * d_model ** 2 + 2 * d_model * d_ff
+    return N_D2 / (4 * d_model)
+'''),
+        ("the feed-forward products counted as D x D", '''
+def crossover_length(d_model, d_ff=0):
+    products = 4 + (2 if d_ff else 0)  # W_q, W_k, W_v, W_o (+ W_1, W_2)
+    return 2 * products * d_model / 4
+'''),
         ("the output projection is left out", '''
-def crossover_length(d_model):
-    return 6 * d_model / 4
+def crossover_length(d_model, d_ff=0):
+    return (6 * d_model ** 2 + 4 * d_model * d_ff) / (4 * d_model)
 '''),
         ("the constants are dropped (N D^2 = N^2 D)", '''
-def crossover_length(d_model):
-    return d_model
+def crossover_length(d_model, d_ff=0):
+    return d_model + d_ff
+'''),
+        ("only Q K^T counted as an N^2 term", '''
+def crossover_length(d_model, d_ff=0):
+    return (8 * d_model ** 2 + 4 * d_model * d_ff) / (2 * d_model)
 '''),
     ],
     "attention_memory_bytes": [
@@ -258,8 +292,8 @@ def attention_flops(n_tokens, d_model, n_heads=1):
 ''', "course_lib's attention_flops"),
     ("the course_lib reference", "crossover_length", '''
 from course_lib.complexity import crossover_length as _ref
-def crossover_length(d_model):
-    return _ref(d_model)
+def crossover_length(d_model, d_ff=0):
+    return _ref(d_model, d_ff)
 ''', "course_lib's crossover_length"),
     ("the course_lib reference", "attention_memory_bytes", '''
 import course_lib.complexity
@@ -277,7 +311,7 @@ class _Liar(float):
     def __eq__(self, other):
         return True
     __hash__ = float.__hash__
-def crossover_length(d_model):
+def crossover_length(d_model, d_ff=0):
     return _Liar(0.0)
 ''', "_Liar"),
     ("a dict that equals everything", "attention_flops", '''

@@ -3,6 +3,7 @@
 CHAPTER_OF = {
     "sinusoidal_encoding": "06_positional_encoding",
     "relative_position_matrix": "06_positional_encoding",
+    "apply_rotary": "06_positional_encoding",
 }
 
 # ------------------------------------------------------------ correct
@@ -61,6 +62,45 @@ def relative_position_matrix(offset, d_model, base=10000.0):
                                   dtype=torch.float64))
     assert cos.shape == (2 * half, 2 * half)
     return (cos + sin).to(torch.float32)
+'''),
+    ],
+    "apply_rotary": [
+        ("complex numbers: each pair b + i a turned by e^(i n omega)", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2:]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    turn = torch.polar(torch.ones_like(angle), angle)
+    z = torch.complex(Z[..., 1::2].double(), Z[..., 0::2].double()) * turn
+    out = torch.stack([z.imag, z.real], dim=-1).flatten(-2)
+    return out.to(Z.dtype)
+'''),
+        ("one block-diagonal matrix per position (slow but right)", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    rows = []
+    for n in range(N):
+        blocks = []
+        for i in range(d // 2):
+            a = n / base ** (2 * i / d)
+            blocks.append(torch.tensor([[math.cos(a), -math.sin(a)],
+                                        [math.sin(a), math.cos(a)]],
+                                       dtype=torch.float64))
+        M = torch.block_diag(*blocks).to(Z.dtype)
+        rows.append(Z[..., n, :] @ M)
+    return torch.stack(rows, dim=-2)
+'''),
+        ("sines and cosines read off an encoding, float32 throughout", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    pos = torch.arange(N, dtype=Z.dtype)[:, None]
+    omega = torch.exp(torch.arange(0, d, 2, dtype=Z.dtype)
+                      * (-math.log(base) / d))
+    sin, cos = torch.sin(pos * omega), torch.cos(pos * omega)
+    out = torch.empty_like(Z)
+    out[..., 0::2] = Z[..., 0::2] * cos + Z[..., 1::2] * sin
+    out[..., 1::2] = Z[..., 1::2] * cos - Z[..., 0::2] * sin
+    return out
 '''),
     ],
 }
@@ -178,6 +218,86 @@ def relative_position_matrix(offset, d_model, base=10000.0):
     return M
 '''),
     ],
+    "apply_rotary": [
+        ("the rotation is transposed", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
+    a, b = Z[..., 0::2], Z[..., 1::2]
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
+                       dim=-1).flatten(-2)
+'''),
+        ("pairs i and i + d/2 rotated together", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
+    a, b = Z[..., : d // 2], Z[..., d // 2:]
+    return torch.cat([a * cos + b * sin, b * cos - a * sin], dim=-1)
+'''),
+        ("positions counted from 1", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(1, N + 1, dtype=torch.float64)[:, None] * omega
+    cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
+    a, b = Z[..., 0::2], Z[..., 1::2]
+    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+                       dim=-1).flatten(-2)
+'''),
+        ("exponent uses the dimension index instead of the pair index", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    j = torch.arange(0, d, 2, dtype=torch.float64)
+    omega = base ** (-2 * j / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
+    a, b = Z[..., 0::2], Z[..., 1::2]
+    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+                       dim=-1).flatten(-2)
+'''),
+        ("exponent i/d instead of 2i/d", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    omega = base ** (-torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
+    a, b = Z[..., 0::2], Z[..., 1::2]
+    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+                       dim=-1).flatten(-2)
+'''),
+        ("the base is ignored (always 10000)", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    out = torch.empty_like(Z)
+    for n in range(N):
+        for i in range(d // 2):
+            t = n / 10000.0 ** (2 * i / d)
+            a, b = Z[..., n, 2 * i], Z[..., n, 2 * i + 1]
+            out[..., n, 2 * i] = a * math.cos(t) + b * math.sin(t)
+            out[..., n, 2 * i + 1] = b * math.cos(t) - a * math.sin(t)
+    return out
+'''),
+        ("the sinusoidal encoding added instead of a rotation", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    PE = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    return Z + PE.to(Z.dtype)
+'''),
+        ("the sinusoidal encoding multiplied entry by entry", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
+    PE = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    return Z * PE.to(Z.dtype)
+'''),
+    ],
 }
 
 # -------------------------------------------------------------- cheats
@@ -195,5 +315,19 @@ def sinusoidal_encoding(n_positions, d_model, base=10000.0):
 import course_lib.positional as _positional
 def relative_position_matrix(offset, d_model, base=10000.0):
     return _positional.relative_position_matrix(offset, d_model, base)
+''', "course_lib's relative_position_matrix"),
+    ("course_lib's apply_rotary under an alias", "apply_rotary", '''
+from course_lib import positional as _p
+_turn = _p.apply_rotary
+def apply_rotary(Z, base=10000.0):
+    return _turn(Z, base)
+''', "course_lib's apply_rotary"),
+    ("course_lib's relative_position_matrix, one per position",
+     "apply_rotary", '''
+from course_lib.positional import relative_position_matrix as _M
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[-2], Z.shape[-1]
+    rows = [Z[..., n, :] @ _M(n, d, base, dtype=Z.dtype) for n in range(N)]
+    return torch.stack(rows, dim=-2)
 ''', "course_lib's relative_position_matrix"),
 ]
