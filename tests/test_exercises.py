@@ -41,8 +41,7 @@ CHAPTERS = sorted(p.name for p in (ROOT / "solutions").iterdir()
 KNOWN_COPIES = {
     "softmax", "attention_coefficients", "simple_self_attention",
     "causal_mask", "scaled_dot_product_attention", "split_heads",
-    "layer_norm", "FeedForward", "TransformerLayer", "patchify",
-    "linear_attention", "favor_plus_features", "local_attention_mask",
+    "layer_norm", "FeedForward", "TransformerLayer",
 }
 
 
