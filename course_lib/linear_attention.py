@@ -37,6 +37,8 @@ __all__ = [
     "causal_linear_attention",
     "recurrent_linear_attention_step",
     "recurrent_linear_attention",
+    "chunked_linear_attention_step",
+    "chunked_linear_attention",
     "favor_plus_features",
     "favor_plus_attention",
     "gaussian_projection",
@@ -154,6 +156,28 @@ def causal_linear_attention(Q, K, V, feature_map=elu_feature_map, eps=1e-6):
     return numerator / denominator
 
 
+def _check_state(state, batch, m, d_v, like):
+    """``(S, z)`` of a state, zeros for ``None``, or a clear error."""
+    if state is None:
+        return like.new_zeros(*batch, m, d_v), like.new_zeros(*batch, m)
+    if not isinstance(state, tuple | list) or len(state) != 2:
+        raise ValueError(
+            "state must be None or a pair (S, z), got "
+            f"{type(state).__name__}"
+        )
+    S, z = state
+    require_tensor(S, "S", min_dim=2)
+    require_tensor(z, "z", min_dim=1)
+    require_same_dtype(q=like, S=S, z=z)
+    if S.shape[-2:] != (m, d_v) or z.shape[-1] != m:
+        raise ValueError(
+            f"state must be S (..., m, d_v) = (..., {m}, {d_v}) and "
+            f"z (..., m) = (..., {m}), got S {tuple(S.shape)} and "
+            f"z {tuple(z.shape)}"
+        )
+    return S, z
+
+
 def recurrent_linear_attention_step(
     state, q, k, v, feature_map=elu_feature_map, eps=1e-6
 ):
@@ -168,25 +192,7 @@ def recurrent_linear_attention_step(
     phi_q = _features(feature_map, q, "q")  # (..., m)
     phi_k = _features(feature_map, k, "k")  # (..., m)
     m, d_v = phi_k.shape[-1], v.shape[-1]
-    if state is None:
-        S = q.new_zeros(*batch, m, d_v)
-        z = q.new_zeros(*batch, m)
-    else:
-        if not isinstance(state, tuple | list) or len(state) != 2:
-            raise ValueError(
-                "state must be None or a pair (S, z), got "
-                f"{type(state).__name__}"
-            )
-        S, z = state
-        require_tensor(S, "S", min_dim=2)
-        require_tensor(z, "z", min_dim=1)
-        require_same_dtype(q=q, S=S, z=z)
-        if S.shape[-2:] != (m, d_v) or z.shape[-1] != m:
-            raise ValueError(
-                f"state must be S (..., m, d_v) = (..., {m}, {d_v}) and "
-                f"z (..., m) = (..., {m}), got S {tuple(S.shape)} and "
-                f"z {tuple(z.shape)}"
-            )
+    S, z = _check_state(state, batch, m, d_v, q)
     # S_n = S_{n-1} + phi(k_n)^T v_n                (..., m, d_v)
     S = S + phi_k.unsqueeze(-1) * v.unsqueeze(-2)
     # z_n = z_{n-1} + phi(k_n)                      (..., m)
@@ -195,6 +201,60 @@ def recurrent_linear_attention_step(
     numerator = (phi_q.unsqueeze(-2) @ S).squeeze(-2)
     denominator = (phi_q * z).sum(-1, keepdim=True) + eps  # (..., 1)
     return numerator / denominator, (S, z)
+
+
+def chunked_linear_attention_step(
+    state, Q, K, V, feature_map=elu_feature_map, eps=1e-6
+):
+    """Causal linear attention over one chunk of ``c`` tokens that follows
+    the tokens summarised by ``state``, ``(output, state)``.
+
+    ``Q (..., c, d_k)``, ``K (..., c, d_k)``, ``V (..., c, d_v)``;
+    ``state`` is ``(S, z)`` with ``S (..., m, d_v)`` and ``z (..., m)``
+    (the sums over all earlier tokens), or ``None`` for zeros. Returns the
+    chunk's outputs ``(..., c, d_v)`` and the state after the chunk; the
+    old state is not modified. Inside the chunk the ``(c, c)`` weights are
+    formed with a causal mask; across chunks only the state is carried.
+    """
+    batch = require_qkv(Q, K, V, eps=eps, causal=True)
+    phi_Q = _features(feature_map, Q, "Q")  # (..., c, m)
+    phi_K = _features(feature_map, K, "K")  # (..., c, m)
+    c, m, d_v = Q.shape[-2], phi_K.shape[-1], V.shape[-1]
+    S, z = _check_state(state, batch, m, d_v, Q)
+    # W_nj = phi(q_n) . phi(k_j) for j <= n inside the chunk  (..., c, c)
+    inside = torch.ones(c, c, dtype=torch.bool, device=Q.device).tril()
+    W = (phi_Q @ phi_K.transpose(-2, -1)).masked_fill(~inside, 0.0)
+    # phi(q_n) S + sum_{j <= n} W_nj v_j              (..., c, d_v)
+    numerator = phi_Q @ S + W @ V
+    # phi(q_n) . z + sum_{j <= n} W_nj + eps          (..., c, 1)
+    denominator = (phi_Q @ z.unsqueeze(-1)) + W.sum(-1, keepdim=True) + eps
+    # the state after the chunk: S + phi(K)^T V, z + sum_j phi(k_j)
+    S = S + phi_K.transpose(-2, -1) @ V  # (..., m, d_v)
+    z = z + phi_K.sum(dim=-2)  # (..., m)
+    return numerator / denominator, (S, z)
+
+
+def chunked_linear_attention(
+    Q, K, V, chunk_size, feature_map=elu_feature_map, eps=1e-6
+):
+    """Causal linear attention chunk by chunk, ``(..., N, d_v)``.
+
+    Runs :func:`chunked_linear_attention_step` over chunks of
+    ``chunk_size`` tokens (the last may be shorter); equals
+    :func:`causal_linear_attention` with memory ``(..., c, c)`` and
+    ``(..., m, d_v)`` instead of ``(..., N, m, d_v)``.
+    """
+    require_qkv(Q, K, V, eps=eps, causal=True)
+    require_positive_int(chunk_size, "chunk_size")
+    state, outputs = None, []
+    for start in range(0, Q.shape[-2], chunk_size):
+        part = slice(start, start + chunk_size)
+        out, state = chunked_linear_attention_step(
+            state, Q[..., part, :], K[..., part, :], V[..., part, :],
+            feature_map, eps,
+        )
+        outputs.append(out)  # (..., c, d_v)
+    return torch.cat(outputs, dim=-2)  # (..., N, d_v)
 
 
 def recurrent_linear_attention(

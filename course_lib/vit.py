@@ -29,7 +29,9 @@ __all__ = [
     "VisionTransformer",
     "load_digits_tensors",
     "evaluate_accuracy",
+    "random_shift",
     "train_classifier",
+    "vit_parameter_count",
 ]
 
 
@@ -245,24 +247,58 @@ def evaluate_accuracy(model, images, labels, *, batch_size=512):
     return correct / len(labels)
 
 
+def random_shift(images, max_shift, generator):
+    """Shift every image of ``(B, C, H, W)`` by its own random offset of
+    ``-max_shift..max_shift`` pixels along each axis; zeros come in at the
+    borders. The offsets are drawn from ``generator``."""
+    require_tensor(images, "images", min_dim=4)
+    if not isinstance(max_shift, int) or max_shift < 0:
+        raise ValueError(
+            f"max_shift must be a non-negative int, got {max_shift!r}"
+        )
+    if max_shift == 0:
+        return images
+    B, C, H, W = images.shape
+    s = max_shift
+    padded = F.pad(images, (s, s, s, s))  # (B, C, H + 2s, W + 2s)
+    # the top-left corner of each crop, 0..2s on each axis    (B,)
+    top, left = torch.randint(0, 2 * s + 1, (2, B), generator=generator)
+    rows = top[:, None] + torch.arange(H)  # (B, H)
+    cols = left[:, None] + torch.arange(W)  # (B, W)
+    batch = torch.arange(B)[:, None, None]  # (B, 1, 1)
+    # padded[b, :, rows[b, r], cols[b, c]]                   (B, H, W, C)
+    crops = padded.permute(0, 2, 3, 1)[batch, rows[:, :, None],
+                                        cols[:, None, :]]
+    return crops.permute(0, 3, 1, 2)  # (B, C, H, W)
+
+
 def train_classifier(
-    model, train, test, *, epochs, lr, batch_size, seed, progress=True
+    model, train, test, *, epochs, lr, batch_size, seed, progress=True,
+    max_shift=0, label_smoothing=0.0, weight_decay=0.01,
 ):
     """Train ``model`` with AdamW, cross-entropy and a cosine decay of the
     learning rate from ``lr`` to 0; return the history.
 
     ``train`` and ``test`` are ``(images (B, C, H, W), labels (B,))``. The
-    shuffling is fixed by ``seed`` (seed the model's initialisation
-    yourself). Returns ``{"train_loss": [...], "test_accuracy": [...]}``,
-    one mean training loss and one test accuracy per epoch; shows a tqdm
-    progress bar when ``progress`` is true. The model is left in eval mode.
+    shuffling (and the augmentation) is fixed by ``seed`` (seed the
+    model's initialisation yourself). With ``max_shift > 0`` every
+    training batch is augmented by :func:`random_shift`;
+    ``label_smoothing`` and ``weight_decay`` go to the loss and to AdamW.
+    Returns ``{"train_loss": [...], "test_accuracy": [...]}``, one mean
+    training loss and one test accuracy per epoch; shows a tqdm progress
+    bar when ``progress`` is true. The model is left in eval mode.
     """
     for name, value in (("epochs", epochs), ("batch_size", batch_size)):
         require_positive_int(value, name)
+    if not 0 <= label_smoothing < 1:
+        raise ValueError(
+            f"label_smoothing must lie in [0, 1), got {label_smoothing!r}"
+        )
     images, labels = train
     like = _parameter_like(model)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr,
+                                  weight_decay=weight_decay)
     steps = epochs * -(-len(labels) // batch_size)
     # lr_t = lr * (1 + cos(pi t / T)) / 2, from lr down to 0 over T steps
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
@@ -276,9 +312,11 @@ def train_classifier(
         total = 0.0
         for start in range(0, len(labels), batch_size):
             idx = order[start : start + batch_size]
-            x = images[idx].to(**like)  # (b, C, H, W)
+            x = random_shift(images[idx], max_shift, generator)
+            x = x.to(**like)  # (b, C, H, W)
             y = labels[idx].to(like["device"])  # (b,)
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(model(x), y,
+                                   label_smoothing=label_smoothing)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -292,3 +330,28 @@ def train_classifier(
         )
     model.eval()
     return history
+
+
+def vit_parameter_count(*, image_size, patch_size, in_channels, n_classes,
+                        d_model, depth, d_ff):
+    """The number of parameters of :class:`VisionTransformer` with these
+    settings (the number of heads does not change it)."""
+    for name, value in (("image_size", image_size),
+                        ("patch_size", patch_size),
+                        ("in_channels", in_channels),
+                        ("n_classes", n_classes), ("d_model", d_model),
+                        ("depth", depth), ("d_ff", d_ff)):
+        require_positive_int(value, name)
+    if image_size % patch_size:
+        raise ValueError(
+            f"image_size = {image_size} is not divisible by "
+            f"patch_size = {patch_size}"
+        )
+    N, D = (image_size // patch_size) ** 2, d_model
+    # E and b, the class token, N + 1 position embeddings
+    embedding = (patch_size ** 2 * in_channels + 1) * D + D + (N + 1) * D
+    # W_q, W_k, W_v, W_o with biases; the two linear maps of the FFN; the
+    # gamma and beta of two layer norms
+    layer = 4 * (D * D + D) + (D + 1) * d_ff + (d_ff + 1) * D + 2 * 2 * D
+    # the final layer norm and the head
+    return embedding + depth * layer + 2 * D + (D + 1) * n_classes

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from course_lib.attention import causal_mask, scaled_dot_product_attention
 from course_lib.linear_attention import (
     causal_linear_attention,
+    chunked_linear_attention,
+    chunked_linear_attention_step,
     elu_feature_map,
     favor_plus_attention,
     favor_plus_features,
@@ -256,6 +258,44 @@ def test_recurrent_step_state(dtype):
     torch.testing.assert_close(S1, 2 * S0)
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 7, 8, 20])
+def test_chunked_equals_causal(dtype, tol, chunk):
+    Q, K, V = qkv((2, 3), 8, 8, 4, 5, dtype)
+    out = chunked_linear_attention(Q, K, V, chunk)
+    assert out.shape == (2, 3, 8, 5) and out.dtype == dtype
+    torch.testing.assert_close(out, causal_linear_attention(Q, K, V), **tol)
+
+
+def test_chunked_step_state_and_pieces(dtype, tol):
+    Q, K, V = qkv((2,), 9, 9, 4, 3, dtype)
+    first, second = slice(0, 5), slice(5, 9)
+    y1, state = chunked_linear_attention_step(
+        None, Q[:, first], K[:, first], V[:, first])
+    S, z = state
+    phi_K = elu_feature_map(K[:, first])
+    torch.testing.assert_close(S, phi_K.transpose(-2, -1) @ V[:, first],
+                               **tol)
+    torch.testing.assert_close(z, phi_K.sum(-2), **tol)
+    S0, z0 = S.clone(), z.clone()
+    y2, (S2, _) = chunked_linear_attention_step(
+        state, Q[:, second], K[:, second], V[:, second])
+    assert torch.equal(S, S0) and torch.equal(z, z0)  # not modified
+    full = causal_linear_attention(Q, K, V)
+    torch.testing.assert_close(torch.cat([y1, y2], dim=1), full, **tol)
+    # Without the state the second chunk forgets the first: different.
+    alone, _ = chunked_linear_attention_step(
+        None, Q[:, second], K[:, second], V[:, second])
+    assert not torch.allclose(alone, y2)
+    # A chunk of one token is the recurrent step.
+    y, (S1, z1) = recurrent_linear_attention_step(
+        (S, z), Q[:, 5], K[:, 5], V[:, 5])
+    yc, (S1c, z1c) = chunked_linear_attention_step(
+        (S, z), Q[:, 5:6], K[:, 5:6], V[:, 5:6])
+    torch.testing.assert_close(yc[:, 0], y, **tol)
+    torch.testing.assert_close(S1c, S1, **tol)
+    torch.testing.assert_close(z1c, z1, **tol)
+
+
 # ----------------------------------------------------------------- FAVOR+
 
 
@@ -473,6 +513,13 @@ x3_4, x3_5, x2_4 = torch.randn(3, 4), torch.randn(3, 5), torch.randn(2, 4)
             x3_4[2]), r"\(\.\.\., 4, 4\)"),
         (lambda: recurrent_linear_attention_step(
             torch.zeros(4, 4), x3_4[0], x3_4[1], x3_4[2]), "pair"),
+        (lambda: chunked_linear_attention(x3_4, x3_4, x3_4, 0),
+         "positive int"),
+        (lambda: chunked_linear_attention_step(
+            (torch.zeros(4, 5), torch.zeros(4)), x3_4, x3_4, x3_4),
+         r"\(\.\.\., 4, 4\)"),
+        (lambda: chunked_linear_attention_step(None, x2_4, x3_4, x3_4),
+         "as many"),
         (lambda: favor_plus_features(x3_4, torch.randn(8, 5)),
          r"\(m, d\) = \(m, 4\)"),
         (lambda: favor_plus_features(x3_4, torch.randn(8)),

@@ -14,8 +14,10 @@ from course_lib.vit import (
     evaluate_accuracy,
     load_digits_tensors,
     patchify,
+    random_shift,
     train_classifier,
     unpatchify,
+    vit_parameter_count,
 )
 
 
@@ -274,3 +276,64 @@ def test_train_classifier_smoke():
     assert all(0 <= a <= 1 for a in history["test_accuracy"])
     assert not model.training
     assert run()[1] == history
+
+
+@pytest.mark.parametrize(
+    "changes", [{}, {"image_size": 6, "patch_size": 3, "in_channels": 2,
+                     "depth": 3, "d_ff": 20, "n_classes": 7},
+                {"patch_size": 1, "image_size": 4, "n_heads": 1}])
+def test_vit_parameter_count_matches_the_model(changes):
+    model = small_vit(**changes)
+    settings_ = dict(image_size=8, patch_size=2, in_channels=3, n_classes=5,
+                     d_model=16, depth=2, d_ff=32)
+    settings_.update({k: v for k, v in changes.items() if k != "n_heads"})
+    assert vit_parameter_count(**settings_) == n_params(model)
+
+
+def test_vit_parameter_count_of_vit_base():
+    # ViT-B/16 with a 1000-class linear head: the paper's "86M"
+    count = vit_parameter_count(image_size=224, patch_size=16,
+                                in_channels=3, n_classes=1000, d_model=768,
+                                depth=12, d_ff=3072)
+    assert count == 86_567_656
+    with pytest.raises(ValueError, match="divisible"):
+        vit_parameter_count(image_size=10, patch_size=3, in_channels=1,
+                            n_classes=2, d_model=4, depth=1, d_ff=4)
+
+
+def test_random_shift_moves_each_image_by_at_most_max_shift():
+    images = torch.rand(64, 2, 5, 6) + 1  # no zeros inside an image
+    shifted = random_shift(images, 1, torch.Generator().manual_seed(0))
+    assert shifted.shape == images.shape
+    padded = torch.nn.functional.pad(images, (1, 1, 1, 1))
+    offsets = set()
+    for b in range(64):
+        found = [(dy, dx) for dy in range(3) for dx in range(3)
+                 if torch.equal(shifted[b],
+                                padded[b, :, dy:dy + 5, dx:dx + 6])]
+        assert len(found) == 1
+        offsets.add(found[0])
+    assert len(offsets) == 9  # every offset of -1..1 on both axes occurs
+    assert random_shift(images, 0, None) is images
+    with pytest.raises(ValueError, match="max_shift"):
+        random_shift(images, -1, None)
+
+
+def test_train_classifier_options_change_the_run():
+    (x_train, y_train), (x_test, y_test) = load_digits_tensors(seed=0)
+    train, test = (x_train[:64], y_train[:64]), (x_test[:32], y_test[:32])
+
+    def run(**options):
+        torch.manual_seed(0)
+        model = small_vit(in_channels=1, n_classes=10, d_model=8, depth=1,
+                          d_ff=8)
+        return train_classifier(model, train, test, epochs=2, lr=3e-3,
+                                batch_size=32, seed=0, progress=False,
+                                **options)["train_loss"]
+
+    plain = run()
+    assert run(max_shift=1) != plain
+    assert run(label_smoothing=0.2) != plain
+    assert run(weight_decay=0.5) != plain
+    with pytest.raises(ValueError, match="label_smoothing"):
+        run(label_smoothing=1.0)

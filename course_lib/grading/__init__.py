@@ -38,10 +38,11 @@ CHAPTER_OF = {
     "sinusoidal_encoding": "chapter06",
     "relative_position_matrix": "chapter06", "apply_rotary": "chapter06",
     "patchify": "chapter07", "PatchEmbedding": "chapter07",
-    "VisionTransformer": "chapter07",
+    "VisionTransformer": "chapter07", "vit_parameter_count": "chapter07",
     "elu_feature_map": "chapter08", "linear_attention": "chapter08",
     "causal_linear_attention": "chapter08",
     "recurrent_linear_attention_step": "chapter08",
+    "chunked_linear_attention_step": "chapter08",
     "favor_plus_features": "chapter08", "local_attention_mask": "chapter08",
 }
 

@@ -7,6 +7,8 @@ tensor of attention weights per layer."""
 
 import torch
 
+from course_lib import layers as ref_layers
+from course_lib import multihead as ref_multihead
 from course_lib import vit as ref
 from course_lib.grading.common import F32, TORCH_ATTENTION, randn
 from course_lib.grading.engine import (
@@ -256,4 +258,102 @@ VISION_TRANSFORMER = Exercise(
                      "ref_layers.TransformerEncoder and a linear head."),
 )
 
-EXERCISES = (PATCHIFY, PATCH_EMBEDDING, VISION_TRANSFORMER)
+# ------------------------------------------------------ parameter count
+
+COUNT_KEYS = ("image_size", "patch_size", "in_channels", "n_classes",
+              "d_model", "depth", "d_ff")
+
+
+def _count_with(*, image_size, patch_size, in_channels, n_classes, d_model,
+                depth, d_ff, cls=True, cls_position=True, grid=True,
+                attention_bias=True, norms=2, beta=True, final_norm=True,
+                embedding_bias=True, layers=None, head_bias=True):
+    """The parameter count with one thing left out or miscounted."""
+    D = d_model
+    side = image_size // patch_size
+    N = side * side if grid else side
+    embedding = (patch_size ** 2 * in_channels + embedding_bias) * D
+    embedding += (D if cls else 0) + (N + (1 if cls_position else 0)) * D
+    norm = 2 * D if beta else D
+    layer = (4 * (D * D + (D if attention_bias else 0))
+             + (D + 1) * d_ff + (d_ff + 1) * D + norms * norm)
+    head = (D + head_bias) * n_classes
+    return (embedding + (depth if layers is None else layers) * layer
+            + (norm if final_norm else 0) + head)
+
+
+def _wrong_count(name, advice, **options):
+    return Misconception(name, advice,
+                         lambda **kw: _count_with(**kw, **options))
+
+
+def count_cases(specs):
+    """One case per ``(label, values)``, the values in COUNT_KEYS order."""
+    return [Case(label, (), kwargs=dict(zip(COUNT_KEYS, values,
+                                            strict=True)))
+            for label, values in specs]
+
+
+VIT_PARAMETER_COUNT = Exercise(
+    name="vit_parameter_count",
+    reference=ref.vit_parameter_count,
+    visible=lambda: count_cases([
+        ("the digits ViT of Section 7.7", (8, 2, 1, 10, 32, 2, 64)),
+        ("colour 6 x 6 images, p = 3, depth 3", (6, 3, 3, 4, 12, 3, 20)),
+    ]),
+    misconceptions=(
+        _wrong_count(
+            "d_model short: the class token or its position embedding",
+            "the class token brings 2 d_model parameters: its own (1, 1, "
+            "d_model) vector and row 0 of the N + 1 position embeddings.",
+            cls_position=False),
+        _wrong_count(
+            "N = image_size / p instead of (image_size / p)^2",
+            "the patches form a grid: N = (image_size / p) ** 2.",
+            grid=False),
+        _wrong_count(
+            "no biases in W_q, W_k, W_v, W_o",
+            "each of the four projections of the attention is an "
+            "nn.Linear(d_model, d_model) with a bias: 4 (D^2 + D).",
+            attention_bias=False),
+        _wrong_count(
+            "one layer norm per layer instead of two",
+            "a pre-LN layer normalises the input of both sublayers: two "
+            "layer norms per layer.", norms=1),
+        _wrong_count(
+            "layer norms without their beta",
+            "a layer norm has a gain gamma and a shift beta: 2 D "
+            "parameters.", beta=False),
+        _wrong_count(
+            "2 d_model short: the final layer norm, or the class token "
+            "with its position embedding",
+            "the pre-LN encoder ends with one more layer norm (2 d_model) "
+            "before the head; and the class token brings d_model of its "
+            "own plus a row of position embeddings.", final_norm=False),
+        _wrong_count(
+            "no bias in the patch projection",
+            "the projection is nn.Linear(p*p*C, d_model), bias included: "
+            "(p^2 C + 1) D.", embedding_bias=False),
+        _wrong_count(
+            "the encoder counted as one layer",
+            "every one of the `depth` layers has its own weights: multiply "
+            "the per-layer count by depth.", layers=1),
+        _wrong_count(
+            "no bias in the head",
+            "the head is nn.Linear(d_model, n_classes): (D + 1) n_classes.",
+            head_bias=False),
+    ),
+    forbidden_torch=frozenset({"numel", "Linear", "LayerNorm", "Parameter",
+                               "parameters", "named_parameters",
+                               "state_dict", "Conv2d"}),
+    forbidden_reference=(ref.vit_parameter_count, ref.VisionTransformer,
+                         ref.PatchEmbedding, ref_layers.TransformerEncoder,
+                         ref_layers.TransformerLayer,
+                         ref_layers.FeedForward, ref_layers.LayerNorm,
+                         ref_multihead.MultiHeadAttention),
+    shortcut_advice=("Derive the count from the shapes of the parameters; "
+                     "do not build a model and count its parameters."),
+)
+
+EXERCISES = (PATCHIFY, PATCH_EMBEDDING, VISION_TRANSFORMER,
+             VIT_PARAMETER_COUNT)

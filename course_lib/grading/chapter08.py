@@ -269,6 +269,101 @@ RECURRENT_LINEAR_ATTENTION_STEP = Exercise(
 )
 
 
+# ------------------------------------------------------------- chunks
+
+
+def _chunk_with(state, Q, K, V, feature_map=ELU, eps=1e-6, *,
+                use_state=True, state_in_denominator=True, inside="causal",
+                carry=True, add_to_old=True, use_eps=True):
+    """A chunk step with one thing changed."""
+    phi_Q, phi_K = feature_map(Q), feature_map(K)
+    c, m, d_v = Q.shape[-2], phi_K.shape[-1], V.shape[-1]
+    if state is None:
+        S = Q.new_zeros(*phi_K.shape[:-2], m, d_v)
+        z = Q.new_zeros(*phi_K.shape[:-2], m)
+    else:
+        S, z = state
+    keep = torch.ones(c, c, dtype=torch.bool)
+    keep = {"causal": keep.tril(), "strict": keep.tril(-1),
+            "all": keep}[inside]
+    W = (phi_Q @ phi_K.transpose(-2, -1)).masked_fill(~keep, 0.0)
+    numerator = W @ V
+    denominator = W.sum(-1, keepdim=True) + (eps if use_eps else 0.0)
+    if use_state:
+        numerator = numerator + phi_Q @ S
+        if state_in_denominator:
+            denominator = denominator + phi_Q @ z.unsqueeze(-1)
+    S_new = phi_K.transpose(-2, -1) @ V
+    z_new = phi_K.sum(-2)
+    if add_to_old:
+        S_new, z_new = S + S_new, z + z_new
+    if not carry:
+        S_new, z_new = S, z
+    return numerator / denominator, (S_new, z_new)
+
+
+def _chunk(batch, c, d_k, d_v, seed, state=None, dtype=F32, fm=ELU, *eps,
+           scale=1.0):
+    Q, K, V = _qkv(batch, c, c, d_k, d_v, seed, dtype, scale)
+    return (state, Q, K, V, fm, *eps)
+
+
+CHUNKED_LINEAR_ATTENTION_STEP = Exercise(
+    name="chunked_linear_attention_step",
+    reference=ref.chunked_linear_attention_step,
+    flatten=_flat,
+    inputs_after=_state_unchanged,
+    visible=lambda: [
+        Case("the first chunk of 4 tokens (state None)",
+             _chunk((), 4, 3, 2, 881)),
+        Case("a batch of 2, a chunk of 5 after a state",
+             _chunk((2,), 5, 3, 2, 882, _state((2,), 3, 2, seed=883))),
+        Case("eps = 0.5, a chunk of 3 after a state",
+             _chunk((), 3, 3, 2, 884, _state((), 3, 2, seed=885), F32,
+                    ELU, 0.5)),
+    ],
+    outputs=("output", "S", "z"),
+    misconceptions=(
+        _wrong("the chunk ignores the state (the earlier tokens)",
+               "the outputs of the chunk take from every earlier token "
+               "too: add phi(q_n) S to the numerator and phi(q_n) . z to "
+               "the denominator.", _chunk_with, use_state=False),
+        _wrong("the state is missing from the denominator",
+               "the normaliser counts every earlier token as well: "
+               "phi(q_n) . z + sum_{j <= n in the chunk} phi(q_n) . "
+               "phi(k_j) + eps.", _chunk_with, state_in_denominator=False),
+        _wrong("inside the chunk every token sees the whole chunk (it "
+               "leaks the future)",
+               "inside the chunk, token n may use tokens j <= n only: "
+               "mask the (c, c) weights with a lower triangle (diagonal "
+               "included).", _chunk_with, inside="all"),
+        _wrong("inside the chunk the diagonal is masked (drops the "
+               "current token)",
+               "token n may attend to itself: keep the diagonal of the "
+               "(c, c) mask (tril, not tril(-1)).", _chunk_with,
+               inside="strict"),
+        _wrong("the new state is not updated",
+               "return the state after the chunk: S + phi(K)^T V and z + "
+               "sum_j phi(k_j).", _chunk_with, carry=False),
+        _wrong("the new state holds only this chunk",
+               "the state sums over ALL tokens so far: add this chunk's "
+               "phi(K)^T V and sum_j phi(k_j) to the old S and z.",
+               _chunk_with, add_to_old=False),
+        _wrong("eps ignored", _EPS_IGNORED, _chunk_with, use_eps=False),
+    ),
+    forbidden_torch=SDPA_TORCH,
+    forbidden_aten=SDPA_ATEN,
+    forbidden_reference=(ref.chunked_linear_attention_step,
+                         ref.chunked_linear_attention,
+                         ref.causal_linear_attention,
+                         ref.recurrent_linear_attention_step,
+                         ref.recurrent_linear_attention,
+                         ref.linear_attention, ref.kernel_attention),
+    shortcut_advice=("Combine the state (the earlier tokens) with the "
+                     "masked (c, c) weights of the chunk yourself."),
+)
+
+
 # ----------------------------------------------------------------- FAVOR+
 
 
@@ -346,5 +441,6 @@ LOCAL_ATTENTION_MASK = Exercise(
 )
 
 EXERCISES = (ELU_FEATURE_MAP, LINEAR_ATTENTION, CAUSAL_LINEAR_ATTENTION,
-             RECURRENT_LINEAR_ATTENTION_STEP, FAVOR_PLUS_FEATURES,
+             RECURRENT_LINEAR_ATTENTION_STEP, CHUNKED_LINEAR_ATTENTION_STEP,
+             FAVOR_PLUS_FEATURES,
              LOCAL_ATTENTION_MASK)

@@ -8,6 +8,7 @@ from course_lib.grading.chapter07 import (
     EMBEDDING_KEYS,
     VIT_KEYS,
     _image_cases,
+    count_cases,
 )
 from course_lib.grading.common import F32, F64, randn
 from course_lib.grading.engine import (
@@ -33,6 +34,14 @@ HIDDEN = {
         ("colour 8 x 8 images, p = 4, in float64", (8, 4, 3, 12), 2, F64),
         ("a batch of one", (6, 3, 2, 7), 1, F32),
     ], seed=740, keys=EMBEDDING_KEYS),
+    "vit_parameter_count": lambda: count_cases([
+        ("ViT-B/16 on ImageNet (224 x 224, 1000 classes)",
+         (224, 16, 3, 1000, 768, 12, 3072)),
+        ("DeiT-S (d_model 384)", (224, 16, 3, 1000, 384, 12, 1536)),
+        ("p = 1 (every pixel a patch)", (4, 1, 2, 3, 8, 1, 16)),
+        ("one patch per image", (8, 8, 3, 5, 16, 2, 24)),
+        ("depth 4, two classes", (12, 4, 1, 2, 10, 4, 7)),
+    ]),
     "VisionTransformer": lambda: _image_cases([
         ("depth 3 in float64", (8, 4, 1, 10, 12, 3, 3, 24), 2, F64),
         ("one patch per image", (4, 4, 2, 3, 8, 2, 2, 8), 3, F32),

@@ -12,6 +12,7 @@ from course_lib import linear_attention as ref
 from course_lib.grading.chapter08 import (
     ELU,
     _attention_cases,
+    _chunk,
     _state,
     _step,
     _xw,
@@ -65,6 +66,20 @@ HIDDEN = {
         Case("eps = 0.5 with a state",
              _step((), 3, 3, 860, _state((), 3, 3, seed=861), F32, ELU,
                    0.5)),
+    ],
+    "chunked_linear_attention_step": lambda: [
+        Case("a (2, 3) batch in float64 with a state",
+             _chunk((2, 3), 6, 4, 3, 891, _state((2, 3), 4, 3, 892, F64),
+                    F64)),
+        Case("a chunk of one token after a state",
+             _chunk((2,), 1, 3, 2, 893, _state((2,), 3, 2, seed=894))),
+        Case("m = 5 FAVOR+ features of d_k = 3, with a state",
+             _chunk((2,), 4, 3, 2, 895, _state((2,), 5, 2, seed=896), F32,
+                    _favor(5, 3, seed=897), scale=0.5)),
+        Case("eps = 0.5, state None",
+             _chunk((), 5, 3, 3, 898, None, F32, ELU, 0.5)),
+        Case("a chunk of 16 in float64 with a state",
+             _chunk((), 16, 4, 2, 899, _state((), 4, 2, 900, F64), F64)),
     ],
     "favor_plus_features": lambda: [
         Case("X (2, 3, 5, 4) in float64, m = 16",

@@ -5,7 +5,22 @@ CHAPTER_OF = {
     "patchify": "07_vision_transformer",
     "PatchEmbedding": "07_vision_transformer",
     "VisionTransformer": "07_vision_transformer",
+    "vit_parameter_count": "07_vision_transformer",
 }
+
+# A parameter count whose pieces are filled in.
+_COUNT = '''
+def vit_parameter_count(*, image_size, patch_size, in_channels, n_classes,
+                        d_model, depth, d_ff):
+    D = d_model
+    N = %s
+    embedding = (patch_size ** 2 * in_channels + 1) * D + %s
+    layer = %s + (D + 1) * d_ff + (d_ff + 1) * D + %s
+    return embedding + %s * layer + %s + (D + 1) * n_classes
+'''
+_GRID = "(image_size // patch_size) ** 2"
+_TOKENS = "D + (N + 1) * D"
+_ATTENTION = "4 * (D * D + D)"
 
 # A patch embedding written out in full, with a patch split to fill in.
 _EMBEDDING = '''
@@ -152,6 +167,34 @@ class VisionTransformer(nn.Module):
     ],
 }
 
+CORRECT["vit_parameter_count"] = [
+    ("a list of parameter shapes, multiplied out", '''
+import math
+def vit_parameter_count(*, image_size, patch_size, in_channels, n_classes,
+                        d_model, depth, d_ff):
+    D, P = d_model, patch_size * patch_size * in_channels
+    N = (image_size // patch_size) ** 2
+    shapes = [(D, P), (D,), (1, 1, D), (1, N + 1, D)]
+    for _ in range(depth):
+        shapes += [(D, D), (D,)] * 4          # W_q, W_k, W_v, W_o
+        shapes += [(d_ff, D), (d_ff,), (D, d_ff), (D,)]  # the FFN
+        shapes += [(D,)] * 4                  # two layer norms
+    shapes += [(D,), (D,), (n_classes, D), (n_classes,)]
+    return sum(math.prod(s) for s in shapes)
+'''),
+    ("the formula expanded as a polynomial in D", '''
+def vit_parameter_count(*, image_size, patch_size, in_channels, n_classes,
+                        d_model, depth, d_ff):
+    D = d_model
+    n = (image_size // patch_size) ** 2
+    per_layer = 4 * D * D + 2 * D * d_ff + d_ff + 9 * D
+    return (depth * per_layer + (patch_size ** 2 * in_channels) * D
+            + (n + 5) * D + n_classes * D + n_classes)
+'''),
+    ("the pieces filled in", _COUNT % (_GRID, _TOKENS, _ATTENTION, "4 * D",
+                                       "depth", "2 * D")),
+]
+
 # --------------------------------------------------------- misconceptions
 
 WRONG = {
@@ -209,6 +252,29 @@ def patchify(images, patch_size):
          _VIT % ("False", _ENCODE + "        logits = self.head(Z[:, 0])")),
     ],
 }
+
+WRONG["vit_parameter_count"] = [
+    ("d_model short: the class token or its position embedding",
+     _COUNT % (_GRID, "D + N * D", _ATTENTION, "4 * D", "depth", "2 * D")),
+    ("d_model short: the class token or its position embedding",
+     _COUNT % (_GRID, "(N + 1) * D", _ATTENTION, "4 * D", "depth",
+               "2 * D")),
+    ("2 d_model short: the final layer norm, or the class token",
+     _COUNT % (_GRID, "N * D", _ATTENTION, "4 * D", "depth", "2 * D")),
+    ("N = image_size / p instead of (image_size / p)^2",
+     _COUNT % ("image_size // patch_size", _TOKENS, _ATTENTION, "4 * D",
+               "depth", "2 * D")),
+    ("no biases in W_q, W_k, W_v, W_o",
+     _COUNT % (_GRID, _TOKENS, "4 * D * D", "4 * D", "depth", "2 * D")),
+    ("one layer norm per layer instead of two",
+     _COUNT % (_GRID, _TOKENS, _ATTENTION, "2 * D", "depth", "2 * D")),
+    ("2 d_model short: the final layer norm, or the class token",
+     _COUNT % (_GRID, _TOKENS, _ATTENTION, "4 * D", "depth", "0")),
+    ("the encoder counted as one layer",
+     _COUNT % (_GRID, _TOKENS, _ATTENTION, "4 * D", "1", "2 * D")),
+    ("layer norms without their beta",
+     _COUNT % (_GRID, _TOKENS, _ATTENTION, "2 * D", "depth", "D")),
+]
 
 # -------------------------------------------------------------- cheats
 # (label, exercise, source, what the message must say)
@@ -275,4 +341,24 @@ class VisionTransformer(_Reference):
             weights.append(A)
         logits = self.head(self.encoder.norm(Z)[:, 0])'''),
      "PyTorch's TransformerEncoderLayer"),
+    ("the reference model built and counted", "vit_parameter_count", '''
+from course_lib import vit as _vit
+def vit_parameter_count(**settings):
+    model = _vit.VisionTransformer(n_heads=1, **settings)
+    return sum(p.numel() for p in model.parameters())
+''', "course_lib's VisionTransformer"),
+    ("a model of nn.Linear layers counted with numel",
+     "vit_parameter_count", '''
+def vit_parameter_count(*, image_size, patch_size, in_channels, n_classes,
+                        d_model, depth, d_ff):
+    D = d_model
+    N = (image_size // patch_size) ** 2
+    parts = [nn.Linear(patch_size ** 2 * in_channels, D),
+             nn.Linear(D, n_classes)]
+    for _ in range(depth):
+        parts += [nn.Linear(D, D) for _ in range(4)]
+        parts += [nn.Linear(D, d_ff), nn.Linear(d_ff, D)]
+    total = sum(p.numel() for part in parts for p in part.parameters())
+    return total + D + (N + 1) * D + depth * 4 * D + 2 * D
+''', "PyTorch's numel"),
 ]

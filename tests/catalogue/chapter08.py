@@ -4,7 +4,8 @@ CHAPTER_OF = {
     name: "08_linear_attention"
     for name in ("elu_feature_map", "linear_attention",
                  "causal_linear_attention",
-                 "recurrent_linear_attention_step", "favor_plus_features",
+                 "recurrent_linear_attention_step",
+                 "chunked_linear_attention_step", "favor_plus_features",
                  "local_attention_mask")
 }
 
@@ -127,6 +128,70 @@ def local_attention_mask(n, window):
     ],
 }
 
+# A chunk step whose pieces are filled in: %s the (c, c) mask, then the
+# numerator, the denominator and the new state.
+_CHUNK = '''
+def chunked_linear_attention_step(state, Q, K, V, feature_map=None,
+                                  eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(Q), phi(K)
+    c, m, d_v = Q.shape[-2], pk.shape[-1], V.shape[-1]
+    if state is None:
+        S = torch.zeros(*pk.shape[:-2], m, d_v, dtype=Q.dtype)
+        z = torch.zeros(*pk.shape[:-2], m, dtype=Q.dtype)
+    else:
+        S, z = state
+    W = (pq @ pk.transpose(-2, -1)) * %s
+    num = %s
+    den = %s
+    %s
+    return num / den, (S, z)
+'''
+_LOWER = "torch.ones(c, c, dtype=Q.dtype).tril()"
+_NUM = "pq @ S + W @ V"
+_DEN = "(pq * z.unsqueeze(-2)).sum(-1, keepdim=True) + W.sum(-1, " \
+    "keepdim=True) + eps"
+_NEW = "S, z = S + pk.transpose(-2, -1) @ V, z + pk.sum(-2)"
+
+CORRECT["chunked_linear_attention_step"] = [
+    ("the pieces with a multiplicative mask", _CHUNK % (
+        _LOWER, _NUM, _DEN, _NEW)),
+    ("prefix sums inside the chunk, started from the state", '''
+def chunked_linear_attention_step(state, Q, K, V, feature_map=None,
+                                  eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(Q), phi(K)
+    kv = pk.unsqueeze(-1) * V.unsqueeze(-2)  # (..., c, m, d_v)
+    S_all = kv.cumsum(-3)
+    z_all = pk.cumsum(-2)
+    if state is not None:
+        S_all = S_all + state[0].unsqueeze(-3)
+        z_all = z_all + state[1].unsqueeze(-2)
+    num = (pq.unsqueeze(-2) @ S_all).squeeze(-2)
+    den = (pq * z_all).sum(-1, keepdim=True) + eps
+    return num / den, (S_all[..., -1, :, :], z_all[..., -1, :])
+'''),
+    ("one token at a time with einsum", '''
+def chunked_linear_attention_step(state, Q, K, V, feature_map=None,
+                                  eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(Q), phi(K)
+    if state is None:
+        S = torch.einsum("...cm,...cd->...md", pk, V) * 0
+        z = pk.sum(-2) * 0
+    else:
+        S, z = state
+    outs = []
+    for n in range(Q.shape[-2]):
+        S = S + torch.einsum("...m,...d->...md", pk[..., n, :], V[..., n, :])
+        z = z + pk[..., n, :]
+        q = pq[..., n, :]
+        num = torch.einsum("...m,...md->...d", q, S)
+        outs.append(num / ((q * z).sum(-1, keepdim=True) + eps))
+    return torch.stack(outs, dim=-2), (S, z)
+'''),
+]
+
 # --------------------------------------------------------- misconceptions
 
 WRONG = {
@@ -220,6 +285,25 @@ def recurrent_linear_attention_step(state, q, k, v, feature_map=None,
     return out / ((pq * z).sum(-1, keepdim=True) + eps), (S, z)
 '''),
     ],
+    "chunked_linear_attention_step": [
+        ("the chunk ignores the state", _CHUNK % (
+            _LOWER, "W @ V", "W.sum(-1, keepdim=True) + eps", _NEW)),
+        ("the state is missing from the denominator", _CHUNK % (
+            _LOWER, _NUM, "W.sum(-1, keepdim=True) + eps", _NEW)),
+        ("leaks the future", _CHUNK % ("1", _NUM, _DEN, _NEW)),
+        ("drops the current token", _CHUNK % (
+            "torch.ones(c, c, dtype=Q.dtype).tril(-1)", _NUM, _DEN, _NEW)),
+        ("the new state is not updated", _CHUNK % (
+            _LOWER, _NUM, _DEN, "pass")),
+        ("the new state holds only this chunk", _CHUNK % (
+            _LOWER, _NUM, _DEN,
+            "S, z = pk.transpose(-2, -1) @ V, pk.sum(-2)")),
+        ("eps ignored", _CHUNK % (_LOWER, _NUM, _DEN.replace(" + eps", ""),
+                                  _NEW)),
+        ("the old state is modified in place", _CHUNK % (
+            _LOWER, _NUM, _DEN,
+            "S += pk.transpose(-2, -1) @ V\n    z += pk.sum(-2)")),
+    ],
     "favor_plus_features": [
         ("FAVOR+ without the -|x|^2/2 term", '''
 def favor_plus_features(X, W):
@@ -294,4 +378,13 @@ from course_lib import linear_attention as _ref
 def local_attention_mask(n, window):
     return _ref.local_attention_mask(n, window)
 ''', "course_lib's local_attention_mask"),
+    ("the chunk step through the causal reference",
+     "chunked_linear_attention_step", '''
+from course_lib import linear_attention as _ref
+def chunked_linear_attention_step(state, Q, K, V, feature_map=None,
+                                  eps=1e-6):
+    return _ref.chunked_linear_attention_step(state, Q, K, V,
+                                              feature_map or
+                                              _ref.elu_feature_map, eps)
+''', "course_lib's chunked_linear_attention_step"),
 ]
