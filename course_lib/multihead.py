@@ -12,11 +12,13 @@ inputs keep their dtype.
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from course_lib._validate import (
     batch_shape,
     require_mask,
     require_positive_int,
+    require_probability,
     require_same_dtype,
     require_tensor,
     require_tokens,
@@ -62,12 +64,18 @@ class MultiHeadAttention(nn.Module):
     d_model)`` and the per-head weights ``A (..., H, N, N)``. With
     ``context (..., N_k, d_model)`` it is cross-attention and ``A`` is
     ``(..., H, N, N_k)``.
+
+    ``dropout`` (default 0) is the rate of dropout on the attention
+    weights in training mode, as in ``nn.MultiheadAttention``: each head
+    averages the values with ``Dropout(A)``. The returned ``A`` is the
+    weights before dropout (rows sum to 1); PyTorch returns them after.
     """
 
-    def __init__(self, *, d_model, n_heads, bias=True):
+    def __init__(self, *, d_model, n_heads, bias=True, dropout=0.0):
         super().__init__()
         require_positive_int(d_model, "d_model")
         require_positive_int(n_heads, "n_heads")
+        require_probability(dropout, "dropout")
         if d_model % n_heads:
             raise ValueError(
                 f"d_model = {d_model} is not divisible by "
@@ -75,6 +83,7 @@ class MultiHeadAttention(nn.Module):
             )
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
+        self.dropout = float(dropout)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
@@ -99,6 +108,10 @@ class MultiHeadAttention(nn.Module):
             mask = mask.unsqueeze(-3)
         # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
         heads, A = scaled_dot_product_attention(Q, K, V, mask)
+        if self.training and self.dropout > 0:
+            # head_h = Dropout(A_h) V_h: weights zeroed with probability
+            # p, the others scaled by 1 / (1 - p)       (..., H, N, d_head)
+            heads = F.dropout(A, self.dropout, training=True) @ V
         # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
         return self.W_o(merge_heads(heads)), A
 
@@ -108,7 +121,10 @@ class MultiHeadAttention(nn.Module):
 
         Outputs and per-head weights (``average_attn_weights=False``) match
         the PyTorch module's, whose ``attn_mask`` is ``True`` where
-        attention is *not* allowed: pass ``~attn_mask`` here.
+        attention is *not* allowed: pass ``~attn_mask`` here. The copy
+        takes the dropout rate and the training mode; in training mode,
+        seeded alike and with ``need_weights=True``, the outputs match
+        too.
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise ValueError(
@@ -125,7 +141,8 @@ class MultiHeadAttention(nn.Module):
             )
         bias = module.in_proj_bias is not None
         copy = cls(
-            d_model=module.embed_dim, n_heads=module.num_heads, bias=bias
+            d_model=module.embed_dim, n_heads=module.num_heads, bias=bias,
+            dropout=module.dropout,
         )
         copy.to(device=module.in_proj_weight.device,
                 dtype=module.in_proj_weight.dtype)
@@ -142,4 +159,4 @@ class MultiHeadAttention(nn.Module):
                 copy.W_k.bias.copy_(b_k)
                 copy.W_v.bias.copy_(b_v)
                 copy.W_o.bias.copy_(module.out_proj.bias)
-        return copy
+        return copy.train(module.training)
