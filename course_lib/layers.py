@@ -25,6 +25,7 @@ from course_lib.multihead import MultiHeadAttention
 
 __all__ = [
     "layer_norm",
+    "layer_norm_backward",
     "FeedForward",
     "LayerNorm",
     "TransformerLayer",
@@ -76,6 +77,34 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         # y = gamma * x_hat + beta
         y = y + bias
     return y
+
+
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    """The gradient of a loss with respect to ``x (..., D)``, given its
+    gradient ``grad_y (..., D)`` with respect to ``y = layer_norm(x,
+    weight, bias, eps)`` (the bias does not enter it).
+    """
+    require_tensor(x, "x", min_dim=1)
+    require_tensor(grad_y, "grad_y", min_dim=1)
+    if grad_y.shape != x.shape:
+        raise ValueError(f"grad_y must have the shape of x, "
+                         f"{tuple(x.shape)}, got {tuple(grad_y.shape)}")
+    require_same_dtype(x=x, grad_y=grad_y)
+    D = x.shape[-1]
+    if weight is not None:
+        require_tensor(weight, "weight")
+        if tuple(weight.shape) != (D,):
+            raise ValueError(f"weight must have shape (D,) = ({D},), got "
+                             f"{tuple(weight.shape)}")
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    # s = sqrt(sigma^2 + eps)                       (..., 1)
+    s = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    x_hat = (x - mean) / s  # (..., D)
+    # g = dL/dx_hat = dL/dy * gamma                 (..., D)
+    g = grad_y if weight is None else grad_y * weight
+    # dL/dx = (g - mean(g) - x_hat * mean(g * x_hat)) / s
+    return (g - g.mean(dim=-1, keepdim=True)
+            - x_hat * (g * x_hat).mean(dim=-1, keepdim=True)) / s
 
 
 class LayerNorm(nn.Module):

@@ -25,7 +25,8 @@ from course_lib._validate import (
 )
 from course_lib.attention import scaled_dot_product_attention
 
-__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+__all__ = ["split_heads", "merge_heads", "multi_head_attention",
+           "MultiHeadAttention"]
 
 
 def split_heads(X, n_heads):
@@ -53,6 +54,34 @@ def merge_heads(X):
     *batch, H, N, d_head = X.shape
     X = X.transpose(-3, -2)  # (..., N, H, d_head)
     return X.reshape(*batch, N, H * d_head)  # (..., N, D)
+
+
+def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
+    """Multi-head self-attention with explicit ``(D, D)`` matrices in the
+    ``X W`` convention and no biases: ``X (..., N, D) -> (Y, A)`` with
+    ``Y (..., N, D)`` and ``A (..., H, N, N)``; ``mask`` is bool,
+    broadcastable to ``(..., N, N)`` and applies to every head.
+    """
+    require_tokens(X, "X", X.shape[-1] if X.dim() else 0)
+    D = X.shape[-1]
+    for name, W in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v),
+                    ("W_o", W_o)):
+        require_tensor(W, name, min_dim=2)
+        if tuple(W.shape) != (D, D):
+            raise ValueError(f"{name} must have shape (D, D) = ({D}, {D}),"
+                             f" got {tuple(W.shape)}")
+    require_same_dtype(X=X, W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o)
+    if mask is not None:
+        require_mask(mask, X.shape[-2], X.shape[-2], X.shape[:-2])
+        mask = mask.unsqueeze(-3)  # one mask for every head (..., 1, N, N)
+    # Q_h = X W_q^(h) for every head at once       (..., H, N, d_head)
+    Q = split_heads(X @ W_q, n_heads)
+    K = split_heads(X @ W_k, n_heads)  # (..., H, N, d_head)
+    V = split_heads(X @ W_v, n_heads)  # (..., H, N, d_head)
+    # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
+    heads, A = scaled_dot_product_attention(Q, K, V, mask)
+    # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, D)
+    return merge_heads(heads) @ W_o, A
 
 
 class MultiHeadAttention(nn.Module):

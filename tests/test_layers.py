@@ -14,6 +14,7 @@ from course_lib.layers import (
     TransformerEncoder,
     TransformerLayer,
     layer_norm,
+    layer_norm_backward,
 )
 from course_lib.multihead import merge_heads, split_heads
 from tests.conftest import TOL
@@ -382,3 +383,29 @@ def test_dropout_bad_input():
         with pytest.raises(ValueError, match="dropout"):
             TransformerEncoder(n_layers=2, d_model=8, n_heads=2, d_ff=16,
                                dropout=bad)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("eps", [1e-5, 0.5])
+def test_layer_norm_backward_matches_autograd(dtype, tol, affine, eps):
+    g = torch.Generator().manual_seed(4)
+    x = (2 * torch.randn(2, 3, 6, generator=g, dtype=dtype) + 1
+         ).requires_grad_()
+    grad_y = torch.randn(2, 3, 6, generator=g, dtype=dtype)
+    weight = torch.randn(6, generator=g, dtype=dtype) if affine else None
+    F.layer_norm(x, (6,), weight, None, eps).backward(grad_y)
+    got = layer_norm_backward(x.detach(), grad_y, weight, eps)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, x.grad, **tol)
+    # the mean's and the variance's dependence on x both matter
+    s = torch.sqrt(x.detach().var(-1, unbiased=False, keepdim=True) + eps)
+    g_hat = grad_y if weight is None else grad_y * weight
+    assert not torch.allclose(got, g_hat / s, **tol)
+
+
+def test_layer_norm_backward_bad_input():
+    with pytest.raises(ValueError, match="shape of x"):
+        layer_norm_backward(torch.randn(2, 4), torch.randn(2, 5))
+    with pytest.raises(ValueError, match=r"weight must have shape \(D,\)"):
+        layer_norm_backward(torch.randn(2, 4), torch.randn(2, 4),
+                            torch.ones(3))
