@@ -107,3 +107,11 @@ def require_tokens(X, name, d_model):
             f"{name} must have d_model = {d_model} features, got shape "
             f"{tuple(X.shape)}"
         )
+
+
+def require_probability(p, name):
+    """``p`` is a number with ``0 <= p < 1`` (a dropout rate)."""
+    if isinstance(p, bool) or not isinstance(p, int | float) or not (
+            0 <= p < 1):
+        raise ValueError(f"{name} must be a number with 0 <= {name} < 1, "
+                         f"got {p!r}")

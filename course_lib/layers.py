@@ -17,6 +17,7 @@ from torch.nn import functional as F
 
 from course_lib._validate import (
     require_positive_int,
+    require_probability,
     require_same_dtype,
     require_tensor,
 )
@@ -24,6 +25,7 @@ from course_lib.multihead import MultiHeadAttention
 
 __all__ = [
     "layer_norm",
+    "layer_norm_backward",
     "FeedForward",
     "LayerNorm",
     "TransformerLayer",
@@ -75,6 +77,34 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         # y = gamma * x_hat + beta
         y = y + bias
     return y
+
+
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    """The gradient of a loss with respect to ``x (..., D)``, given its
+    gradient ``grad_y (..., D)`` with respect to ``y = layer_norm(x,
+    weight, bias, eps)`` (the bias does not enter it).
+    """
+    require_tensor(x, "x", min_dim=1)
+    require_tensor(grad_y, "grad_y", min_dim=1)
+    if grad_y.shape != x.shape:
+        raise ValueError(f"grad_y must have the shape of x, "
+                         f"{tuple(x.shape)}, got {tuple(grad_y.shape)}")
+    require_same_dtype(x=x, grad_y=grad_y)
+    D = x.shape[-1]
+    if weight is not None:
+        require_tensor(weight, "weight")
+        if tuple(weight.shape) != (D,):
+            raise ValueError(f"weight must have shape (D,) = ({D},), got "
+                             f"{tuple(weight.shape)}")
+    mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+    # s = sqrt(sigma^2 + eps)                       (..., 1)
+    s = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+    x_hat = (x - mean) / s  # (..., D)
+    # g = dL/dx_hat = dL/dy * gamma                 (..., D)
+    g = grad_y if weight is None else grad_y * weight
+    # dL/dx = (g - mean(g) - x_hat * mean(g * x_hat)) / s
+    return (g - g.mean(dim=-1, keepdim=True)
+            - x_hat * (g * x_hat).mean(dim=-1, keepdim=True)) / s
 
 
 class LayerNorm(nn.Module):
@@ -136,17 +166,32 @@ class TransformerLayer(nn.Module):
     ``X (..., N, d_model)`` to ``Y (..., N, d_model)``; ``mask`` is bool,
     broadcastable to ``(..., N, N)``, ``True`` where a query may attend.
     With ``return_attention=True`` it returns ``(Y, A)`` with the
-    attention weights ``A (..., H, N, N)``. There is no dropout.
+    attention weights ``A (..., H, N, N)``.
+
+    ``dropout`` (default 0) applies in training mode, as in Vaswani et al.
+    (2017): to the attention weights, and to each sublayer's output before
+    it is added to the residual stream. ``nn.TransformerEncoderLayer``
+    also drops inside the feed-forward network; this layer does not.
     """
 
-    def __init__(self, *, d_model, n_heads, d_ff, norm_first=False):
+    def __init__(self, *, d_model, n_heads, d_ff, norm_first=False,
+                 dropout=0.0):
         super().__init__()
-        self.attention = MultiHeadAttention(d_model=d_model, n_heads=n_heads)
+        require_probability(dropout, "dropout")
+        self.attention = MultiHeadAttention(d_model=d_model, n_heads=n_heads,
+                                            dropout=dropout)
         self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff)
         self.norm1 = LayerNorm(d_model=d_model)
         self.norm2 = LayerNorm(d_model=d_model)
         self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
         self.norm_first = bool(norm_first)
+        self.dropout = float(dropout)
+
+    def _drop(self, X):
+        """Residual dropout of a sublayer's output (training mode only)."""
+        if self.training and self.dropout > 0:
+            return F.dropout(X, self.dropout, training=True)
+        return X
 
     def forward(self, X, mask=None, *, return_attention=False):
         require_tensor(X, "X", min_dim=2)
@@ -160,17 +205,17 @@ class TransformerLayer(nn.Module):
         if self.norm_first:
             # MHA(LN_1(X)) and its weights A   (..., N, D), (..., H, N, N)
             attended, A = self.attention(self.norm1(X), mask)
-            # Z = X + MHA(LN_1(X))                      (..., N, D)
-            Z = X + attended
-            # Y = Z + FFN(LN_2(Z))                      (..., N, D)
-            Y = Z + self.feed_forward(self.norm2(Z))
+            # Z = X + Dropout(MHA(LN_1(X)))             (..., N, D)
+            Z = X + self._drop(attended)
+            # Y = Z + Dropout(FFN(LN_2(Z)))             (..., N, D)
+            Y = Z + self._drop(self.feed_forward(self.norm2(Z)))
         else:
             # MHA(X) and its weights A         (..., N, D), (..., H, N, N)
             attended, A = self.attention(X, mask)
-            # Z = LN_1(X + MHA(X))                      (..., N, D)
-            Z = self.norm1(X + attended)
-            # Y = LN_2(Z + FFN(Z))                      (..., N, D)
-            Y = self.norm2(Z + self.feed_forward(Z))
+            # Z = LN_1(X + Dropout(MHA(X)))             (..., N, D)
+            Z = self.norm1(X + self._drop(attended))
+            # Y = LN_2(Z + Dropout(FFN(Z)))             (..., N, D)
+            Y = self.norm2(Z + self._drop(self.feed_forward(Z)))
         return (Y, A) if return_attention else Y
 
     @classmethod
@@ -179,7 +224,10 @@ class TransformerLayer(nn.Module):
 
         Supported: ReLU activation, ``bias=True``, affine layer norms,
         either ``norm_first``, either ``batch_first``. In eval mode (no
-        dropout) the outputs match. The copy always takes ``(..., N, D)``:
+        dropout) the outputs match; the copy takes PyTorch's dropout rate
+        and training mode
+        but, in training mode, drops where Vaswani et al. do (see the
+        class). The copy always takes ``(..., N, D)``:
         for ``batch_first=False`` transpose PyTorch's ``(N, B, D)`` input.
         PyTorch's bool ``src_mask`` is ``True`` where attention is *not*
         allowed: pass ``~src_mask`` here.
@@ -214,6 +262,7 @@ class TransformerLayer(nn.Module):
             n_heads=layer.self_attn.num_heads,
             d_ff=layer.linear1.out_features,
             norm_first=layer.norm_first,
+            dropout=layer.dropout1.p,
         )
         copy.attention = MultiHeadAttention.from_torch(layer.self_attn)
         copy.to(layer.linear1.weight.dtype)
@@ -228,7 +277,7 @@ class TransformerLayer(nn.Module):
                 ours.weight.copy_(theirs.weight)
                 ours.bias.copy_(theirs.bias)
         copy.norm1.eps, copy.norm2.eps = layer.norm1.eps, layer.norm2.eps
-        return copy
+        return copy.train(layer.training)
 
 
 class TransformerEncoder(nn.Module):
@@ -239,10 +288,12 @@ class TransformerEncoder(nn.Module):
     ``forward(X, mask=None, *, return_attention=False)`` maps
     ``X (..., N, d_model)`` to ``(..., N, d_model)``; with
     ``return_attention=True`` it returns ``(Y, [A_1, ..., A_L])``, one
-    ``(..., H, N, N)`` tensor of weights per layer.
+    ``(..., H, N, N)`` tensor of weights per layer. ``dropout`` is passed
+    to every layer.
     """
 
-    def __init__(self, *, n_layers, d_model, n_heads, d_ff, norm_first=False):
+    def __init__(self, *, n_layers, d_model, n_heads, d_ff, norm_first=False,
+                 dropout=0.0):
         super().__init__()
         require_positive_int(n_layers, "n_layers")
         self.layers = nn.ModuleList(
@@ -251,6 +302,7 @@ class TransformerEncoder(nn.Module):
                 n_heads=n_heads,
                 d_ff=d_ff,
                 norm_first=norm_first,
+                dropout=dropout,
             )
             for _ in range(n_layers)
         )

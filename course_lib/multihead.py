@@ -12,18 +12,21 @@ inputs keep their dtype.
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from course_lib._validate import (
     batch_shape,
     require_mask,
     require_positive_int,
+    require_probability,
     require_same_dtype,
     require_tensor,
     require_tokens,
 )
 from course_lib.attention import scaled_dot_product_attention
 
-__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+__all__ = ["split_heads", "merge_heads", "multi_head_attention",
+           "MultiHeadAttention"]
 
 
 def split_heads(X, n_heads):
@@ -53,6 +56,34 @@ def merge_heads(X):
     return X.reshape(*batch, N, H * d_head)  # (..., N, D)
 
 
+def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
+    """Multi-head self-attention with explicit ``(D, D)`` matrices in the
+    ``X W`` convention and no biases: ``X (..., N, D) -> (Y, A)`` with
+    ``Y (..., N, D)`` and ``A (..., H, N, N)``; ``mask`` is bool,
+    broadcastable to ``(..., N, N)`` and applies to every head.
+    """
+    require_tokens(X, "X", X.shape[-1] if X.dim() else 0)
+    D = X.shape[-1]
+    for name, W in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v),
+                    ("W_o", W_o)):
+        require_tensor(W, name, min_dim=2)
+        if tuple(W.shape) != (D, D):
+            raise ValueError(f"{name} must have shape (D, D) = ({D}, {D}),"
+                             f" got {tuple(W.shape)}")
+    require_same_dtype(X=X, W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o)
+    if mask is not None:
+        require_mask(mask, X.shape[-2], X.shape[-2], X.shape[:-2])
+        mask = mask.unsqueeze(-3)  # one mask for every head (..., 1, N, N)
+    # Q_h = X W_q^(h) for every head at once       (..., H, N, d_head)
+    Q = split_heads(X @ W_q, n_heads)
+    K = split_heads(X @ W_k, n_heads)  # (..., H, N, d_head)
+    V = split_heads(X @ W_v, n_heads)  # (..., H, N, d_head)
+    # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
+    heads, A = scaled_dot_product_attention(Q, K, V, mask)
+    # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, D)
+    return merge_heads(heads) @ W_o, A
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections ``W_q, W_k, W_v, W_o``.
 
@@ -62,12 +93,18 @@ class MultiHeadAttention(nn.Module):
     d_model)`` and the per-head weights ``A (..., H, N, N)``. With
     ``context (..., N_k, d_model)`` it is cross-attention and ``A`` is
     ``(..., H, N, N_k)``.
+
+    ``dropout`` (default 0) is the rate of dropout on the attention
+    weights in training mode, as in ``nn.MultiheadAttention``: each head
+    averages the values with ``Dropout(A)``. The returned ``A`` is the
+    weights before dropout (rows sum to 1); PyTorch returns them after.
     """
 
-    def __init__(self, *, d_model, n_heads, bias=True):
+    def __init__(self, *, d_model, n_heads, bias=True, dropout=0.0):
         super().__init__()
         require_positive_int(d_model, "d_model")
         require_positive_int(n_heads, "n_heads")
+        require_probability(dropout, "dropout")
         if d_model % n_heads:
             raise ValueError(
                 f"d_model = {d_model} is not divisible by "
@@ -75,6 +112,7 @@ class MultiHeadAttention(nn.Module):
             )
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
+        self.dropout = float(dropout)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
@@ -99,6 +137,10 @@ class MultiHeadAttention(nn.Module):
             mask = mask.unsqueeze(-3)
         # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
         heads, A = scaled_dot_product_attention(Q, K, V, mask)
+        if self.training and self.dropout > 0:
+            # head_h = Dropout(A_h) V_h: weights zeroed with probability
+            # p, the others scaled by 1 / (1 - p)       (..., H, N, d_head)
+            heads = F.dropout(A, self.dropout, training=True) @ V
         # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
         return self.W_o(merge_heads(heads)), A
 
@@ -108,7 +150,10 @@ class MultiHeadAttention(nn.Module):
 
         Outputs and per-head weights (``average_attn_weights=False``) match
         the PyTorch module's, whose ``attn_mask`` is ``True`` where
-        attention is *not* allowed: pass ``~attn_mask`` here.
+        attention is *not* allowed: pass ``~attn_mask`` here. The copy
+        takes the dropout rate and the training mode; in training mode,
+        seeded alike and with ``need_weights=True``, the outputs match
+        too.
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise ValueError(
@@ -125,7 +170,8 @@ class MultiHeadAttention(nn.Module):
             )
         bias = module.in_proj_bias is not None
         copy = cls(
-            d_model=module.embed_dim, n_heads=module.num_heads, bias=bias
+            d_model=module.embed_dim, n_heads=module.num_heads, bias=bias,
+            dropout=module.dropout,
         )
         copy.to(device=module.in_proj_weight.device,
                 dtype=module.in_proj_weight.dtype)
@@ -142,4 +188,4 @@ class MultiHeadAttention(nn.Module):
                 copy.W_k.bias.copy_(b_k)
                 copy.W_v.bias.copy_(b_v)
                 copy.W_o.bias.copy_(module.out_proj.bias)
-        return copy
+        return copy.train(module.training)

@@ -14,7 +14,9 @@ from course_lib.layers import (
     TransformerEncoder,
     TransformerLayer,
     layer_norm,
+    layer_norm_backward,
 )
+from course_lib.multihead import merge_heads, split_heads
 from tests.conftest import TOL
 
 
@@ -275,3 +277,135 @@ def test_encoder_stack_and_parameter_count(norm_first):
     torch.testing.assert_close(encoder(X, causal_mask(5)), Y)
     with pytest.raises(ValueError, match="n_layers"):
         TransformerEncoder(n_layers=0, d_model=D, n_heads=2, d_ff=d_ff)
+
+
+# ---------------------------------------------------------------- dropout
+
+
+def test_dropout_zero_is_bit_identical_in_training_mode(dtype):
+    """dropout=0 (the default) leaves the forward pass untouched, in
+    training mode too: the same bits as a layer built without it."""
+    for norm_first in (False, True):
+        torch.manual_seed(1)
+        plain = TransformerLayer(d_model=8, n_heads=2, d_ff=16,
+                                 norm_first=norm_first).to(dtype)
+        torch.manual_seed(1)
+        zero = TransformerLayer(d_model=8, n_heads=2, d_ff=16,
+                                norm_first=norm_first,
+                                dropout=0.0).to(dtype)
+        X = torch.randn(2, 5, 8, dtype=dtype)
+        assert plain.training and zero.training
+        assert torch.equal(plain(X, causal_mask(5)), zero(X, causal_mask(5)))
+
+
+def test_attention_dropout_matches_torch_in_training_mode(dtype, tol):
+    """Seeded alike, PyTorch's nn.MultiheadAttention (need_weights=True)
+    drops the same weights: the outputs agree in training mode."""
+    from course_lib.multihead import MultiHeadAttention
+
+    theirs = nn.MultiheadAttention(12, 3, dropout=0.3, batch_first=True,
+                                   dtype=dtype)
+    ours = MultiHeadAttention.from_torch(theirs)
+    assert ours.dropout == 0.3 and ours.training and theirs.training
+    X = torch.randn(2, 5, 12, dtype=dtype)
+    torch.manual_seed(7)
+    expected, _ = theirs(X, X, X, need_weights=True,
+                         average_attn_weights=False)
+    torch.manual_seed(7)
+    got, A = ours(X)
+    torch.testing.assert_close(got, expected, **tol)
+    # the returned weights are those before dropout: rows sum to 1
+    torch.testing.assert_close(A.sum(-1), torch.ones(2, 3, 5, dtype=dtype))
+    # dropout changes the output (so the comparison above can fail)
+    ours.eval()
+    assert not torch.allclose(ours(X)[0], got, **tol)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_layer_dropout_where_vaswani_puts_it(norm_first):
+    """In training mode the layer is the formula with Dropout on the
+    attention weights and on each sublayer's output, in that order of
+    random draws; in eval mode it equals PyTorch's layer."""
+    p = 0.25
+    torch.manual_seed(0)
+    theirs = nn.TransformerEncoderLayer(8, 2, 16, dropout=p,
+                                        batch_first=True,
+                                        norm_first=norm_first,
+                                        dtype=torch.float64)
+    ours = TransformerLayer.from_torch(theirs)
+    assert ours.dropout == p and ours.training
+    X = torch.randn(3, 5, 8, dtype=torch.float64)
+    mask = causal_mask(5)
+    torch.manual_seed(3)
+    got = ours(X, mask)
+    torch.manual_seed(3)
+    a, ffn = ours.attention, ours.feed_forward
+    drop = nn.functional.dropout
+
+    def attend(T):  # MHA with Dropout(A) V
+        Q, K, V = (split_heads(w(T), 2) for w in (a.W_q, a.W_k, a.W_v))
+        S = (Q @ K.transpose(-2, -1) / 2.0).masked_fill(~mask, -torch.inf)
+        return a.W_o(merge_heads(drop(S.softmax(-1), p) @ V))
+
+    if norm_first:
+        Z = X + drop(attend(ours.norm1(X)), p)
+        expected = Z + drop(ffn(ours.norm2(Z)), p)
+    else:
+        Z = ours.norm1(X + drop(attend(X), p))
+        expected = ours.norm2(Z + drop(ffn(Z), p))
+    torch.testing.assert_close(got, expected, **TOL[torch.float64])
+    # two calls draw different masks; eval mode switches dropout off
+    assert not torch.allclose(ours(X, mask), got)
+    ours.eval()
+    theirs.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(X, mask), theirs(X, src_mask=~mask),
+                                   **TOL[torch.float64])
+
+
+def test_residual_dropout_keeps_the_mean():
+    """Dropout zeroes a fraction p of the entries and scales the rest by
+    1 / (1 - p): averaged over many draws the sublayer output is kept."""
+    torch.manual_seed(0)
+    layer = TransformerLayer(d_model=16, n_heads=2, d_ff=32,
+                             norm_first=True, dropout=0.5)
+    X = torch.randn(1, 4, 16)
+    draws = torch.stack([layer._drop(X) for _ in range(4000)])
+    zeros = (draws == 0).double().mean().item()
+    assert abs(zeros - 0.5) < 0.01
+    torch.testing.assert_close(draws.mean(0), X, atol=0.1, rtol=0)
+
+
+def test_dropout_bad_input():
+    for bad in (-0.1, 1.0, "0.1", True, None):
+        with pytest.raises(ValueError, match="dropout"):
+            TransformerLayer(d_model=8, n_heads=2, d_ff=16, dropout=bad)
+        with pytest.raises(ValueError, match="dropout"):
+            TransformerEncoder(n_layers=2, d_model=8, n_heads=2, d_ff=16,
+                               dropout=bad)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("eps", [1e-5, 0.5])
+def test_layer_norm_backward_matches_autograd(dtype, tol, affine, eps):
+    g = torch.Generator().manual_seed(4)
+    x = (2 * torch.randn(2, 3, 6, generator=g, dtype=dtype) + 1
+         ).requires_grad_()
+    grad_y = torch.randn(2, 3, 6, generator=g, dtype=dtype)
+    weight = torch.randn(6, generator=g, dtype=dtype) if affine else None
+    F.layer_norm(x, (6,), weight, None, eps).backward(grad_y)
+    got = layer_norm_backward(x.detach(), grad_y, weight, eps)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, x.grad, **tol)
+    # the mean's and the variance's dependence on x both matter
+    s = torch.sqrt(x.detach().var(-1, unbiased=False, keepdim=True) + eps)
+    g_hat = grad_y if weight is None else grad_y * weight
+    assert not torch.allclose(got, g_hat / s, **tol)
+
+
+def test_layer_norm_backward_bad_input():
+    with pytest.raises(ValueError, match="shape of x"):
+        layer_norm_backward(torch.randn(2, 4), torch.randn(2, 5))
+    with pytest.raises(ValueError, match=r"weight must have shape \(D,\)"):
+        layer_norm_backward(torch.randn(2, 4), torch.randn(2, 4),
+                            torch.ones(3))

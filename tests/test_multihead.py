@@ -5,7 +5,12 @@ import torch
 from torch import nn
 
 from course_lib.attention import causal_mask, scaled_dot_product_attention
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.multihead import (
+    MultiHeadAttention,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
 
 
 def test_split_heads_layout():
@@ -109,3 +114,27 @@ def test_bad_input_is_explained():
         MultiHeadAttention.from_torch(nn.Linear(3, 3))
     with pytest.raises(ValueError, match="kdim"):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4))
+
+
+def test_functional_form_matches_the_module():
+    """multi_head_attention with the module's matrices, transposed into
+    the X W convention, is the module without biases; the mask of each
+    sequence applies to every head (B = H, where broadcasting without a
+    head axis would silently pair sequences with heads)."""
+    torch.manual_seed(0)
+    B, N, D, H = 2, 5, 8, 2
+    module = MultiHeadAttention(d_model=D, n_heads=H, bias=False).double()
+    X = torch.randn(B, N, D, dtype=torch.float64)
+    mask = causal_mask(N) & (torch.rand(B, N, N) < 0.7)
+    mask[..., 0] = True
+    weights = [w.weight.T for w in (module.W_q, module.W_k, module.W_v,
+                                    module.W_o)]
+    with torch.no_grad():
+        Y, A = multi_head_attention(X, *weights, H, mask)
+        Y_ref, A_ref = module(X, mask)
+    torch.testing.assert_close(Y, Y_ref)
+    torch.testing.assert_close(A, A_ref)
+    assert (A[~mask.unsqueeze(1).expand_as(A)] == 0).all()
+    with pytest.raises(ValueError, match="W_o must have shape"):
+        multi_head_attention(X, *weights[:3], torch.eye(3,
+                             dtype=torch.float64), H)

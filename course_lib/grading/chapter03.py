@@ -3,18 +3,20 @@
 
 import math
 
+import numpy
 import torch
 
 from course_lib import attention as ref_attention
 from course_lib import multihead as ref
 from course_lib.grading.common import (
+    F32,
     TORCH_ATTENTION,
-    masked_weights_are_zero,
     randn,
+    random_mask,
     rows_sum_to_one,
     token_module_cases,
 )
-from course_lib.grading.engine import Case, Exercise, Misconception
+from course_lib.grading.engine import Case, Exercise, Misconception, as_array
 
 # ------------------------------------------------------ split/merge heads
 
@@ -100,8 +102,37 @@ MERGE_HEADS = Exercise(
 # ------------------------------------------------- multi-head attention
 
 
+def _each_head_masked(position):
+    """Property: a weight is 0 wherever the mask of its sequence forbids,
+    in every head (the mask ``args[position]`` gets a head axis before it
+    broadcasts against the weights ``(..., H, N, N)``)."""
+
+    def prop(case, outputs):
+        if len(case.args) <= position or case.args[position] is None:
+            return None
+        A = as_array(outputs[1], "your weights")
+        allowed = as_array(case.args[position], "mask")[..., None, :, :]
+        try:
+            allowed = numpy.broadcast_to(allowed, A.shape)
+        except ValueError:
+            return None
+        leaked = (A != 0) & ~allowed
+        if leaked.any():
+            return (
+                f"{int(leaked.sum())} weights are not zero where the mask "
+                "of their sequence forbids the key (largest "
+                f"{float(abs(A[leaked]).max()):.3g}). Each sequence's mask "
+                "applies to every head of that sequence: fill the scores "
+                "with -inf there before the softmax."
+            )
+        return None
+
+    return prop
+
+
 def _mha_with(module, X, mask=None, *, split=ref.split_heads, scale=None,
-              project=True, ignore=False, invert=False):
+              project=True, ignore=False, invert=False,
+              no_head_axis=False):
     H = module.n_heads
     d_head = X.shape[-1] // H
     Q = split(module.W_q(X), H)
@@ -109,7 +140,7 @@ def _mha_with(module, X, mask=None, *, split=ref.split_heads, scale=None,
     V = split(module.W_v(X), H)
     S = Q @ K.transpose(-2, -1) / (scale or math.sqrt(d_head))
     if mask is not None and not ignore:
-        mask = mask.unsqueeze(-3)
+        mask = mask if no_head_axis else mask.unsqueeze(-3)
         S = S.masked_fill(mask if invert else ~mask, float("-inf"))
     A = ref_attention.softmax(S)
     merged = ref.merge_heads(A @ V)
@@ -153,13 +184,104 @@ MULTI_HEAD_ATTENTION = Exercise(
         Misconception("the mask is ignored",
                       "apply the mask to every head's scores.",
                       _wrong(ignore=True)),
+        Misconception(
+            "the mask has no head axis",
+            "a mask (B, N, N) lines its B axis up with the head axis of "
+            "the scores (B, H, N, N): give it a head axis first, "
+            "mask.unsqueeze(-3).",
+            _wrong(no_head_axis=True)),
         Misconception("your mask is inverted", "True means 'may attend'.",
                       _wrong(invert=True)),
     ),
     forbidden_torch=TORCH_ATTENTION,
     forbidden_reference=(ref.MultiHeadAttention,),
     shortcut_advice="Build it from the projections and your split_heads.",
-    properties=(masked_weights_are_zero(1, 1), rows_sum_to_one(1)),
+    properties=(_each_head_masked(1), rows_sum_to_one(1)),
 )
 
-EXERCISES = (SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION)
+# ------------------------------- debugging a functional multi-head attention
+
+
+def _fn_with(X, W_q, W_k, W_v, W_o, n_heads, mask=None, *,
+             plain_split=False, scale_by_D=False, no_head_axis=False,
+             softmax_dim=-1):
+    """The functional multi-head attention with some of the four bugs of
+    the chapter's broken version left in (the defaults fix all four)."""
+    *batch, N, D = X.shape
+    d_head = D // n_heads
+
+    def split(T):
+        if plain_split:
+            return T.reshape(*batch, n_heads, N, d_head)
+        return ref.split_heads(T, n_heads)
+
+    Q, K, V = split(X @ W_q), split(X @ W_k), split(X @ W_v)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(D if scale_by_D else d_head)
+    if mask is not None:
+        S = S.masked_fill(~(mask if no_head_axis else mask.unsqueeze(-3)),
+                          float("-inf"))
+    A = torch.softmax(S, dim=softmax_dim)
+    return ref.merge_heads(A @ V) @ W_o, A
+
+
+def _left_in(**bug):
+    return lambda *args: _fn_with(*args, **bug)
+
+
+def _fn_cases(specs, seed):
+    """Cases ``(X, W_q, W_k, W_v, W_o, n_heads[, mask])``; ``mask`` is
+    None, "causal" or "per sequence" (one random mask per sequence of the
+    first batch axis)."""
+    cases = []
+    for i, (label, shape, D, H, dtype, mask) in enumerate(specs):
+        X = randn(*shape, D, seed=seed + i, dtype=dtype)
+        Ws = [randn(D, D, seed=seed + 10 * i + k + 100, dtype=dtype,
+                    scale=D ** -0.5) for k in range(4)]
+        args = [X, *Ws, H]
+        N = shape[-1]
+        if mask == "causal":
+            args.append(ref_attention.causal_mask(N))
+        elif mask == "per sequence":
+            args.append(random_mask(*shape[:-1], N, N, seed=seed + 50 + i))
+        cases.append(Case(label, tuple(args)))
+    return cases
+
+
+MULTI_HEAD_ATTENTION_FN = Exercise(
+    name="multi_head_attention",
+    reference=ref.multi_head_attention,
+    visible=lambda: _fn_cases([
+        ("2 sequences of 5 tokens, D = 8, 2 heads, no mask", (2, 5), 8, 2,
+         F32, None),
+        ("one mask per sequence, B = H = 2", (2, 4), 6, 2, F32,
+         "per sequence"),
+    ], seed=130),
+    outputs=("output", "weights"),
+    misconceptions=(
+        Misconception(
+            "heads split without a transpose",
+            "bug 1: reshape (..., N, D) to (..., N, H, d_head) and then "
+            "transpose N and H; reshaping straight to (..., H, N, d_head) "
+            "mixes tokens.", _left_in(plain_split=True)),
+        Misconception(
+            "scaled by sqrt(D) instead of sqrt(d_head)",
+            "bug 2: each head's scores are divided by sqrt(d_head), "
+            "d_head = D / H.", _left_in(scale_by_D=True)),
+        Misconception(
+            "the mask has no head axis",
+            "bug 3: a mask (B, N, N) lines its B axis up with the head "
+            "axis of (B, H, N, N); use mask.unsqueeze(-3).",
+            _left_in(no_head_axis=True)),
+        Misconception(
+            "softmax over the queries",
+            "bug 4: each query's weights over the keys sum to 1: softmax "
+            "over the last axis, dim=-1.", _left_in(softmax_dim=-2)),
+    ),
+    forbidden_torch=TORCH_ATTENTION,
+    forbidden_reference=(ref.multi_head_attention, ref.MultiHeadAttention),
+    shortcut_advice="Repair the broken function line by line.",
+    properties=(rows_sum_to_one(1), _each_head_masked(6)),
+)
+
+EXERCISES = (SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION,
+             MULTI_HEAD_ATTENTION_FN)

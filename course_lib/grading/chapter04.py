@@ -123,6 +123,9 @@ def _ln_cases(specs, seed):
                                   scale=0.5))
         if extra.get("affine") == "both":
             args.append(randn(D, seed=seed + 80 + i, dtype=dtype))
+        if extra.get("affine") == "bias":
+            args.append(None)
+            args.append(randn(D, seed=seed + 80 + i, dtype=dtype))
         cases.append(Case(label, tuple(args), kwargs,
                           atol=extra.get("atol")))
     return cases
@@ -332,4 +335,126 @@ TRANSFORMER_LAYER = Exercise(
                      "norm1 and norm2 yourself."),
 )
 
-EXERCISES = (LAYER_NORM, FEED_FORWARD, TRANSFORMER_LAYER)
+# ------------------------------------------------ layer norm, backwards
+
+
+def _backward_with(x, grad_y, weight=None, eps=1e-5, *, mean_moves=True,
+                   var_moves=True, use_weight=True, unbiased=False,
+                   eps_at="inside", fixed_eps=False):
+    """The gradient of layer norm with one thing changed (the defaults
+    give the reference)."""
+    eps = 1e-5 if fixed_eps else eps
+    D = x.shape[-1]
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).sum(dim=-1, keepdim=True) / (
+        D - 1 if unbiased else D)
+    s = (torch.sqrt(var) + eps if eps_at == "outside"
+         else torch.sqrt(var + eps))
+    x_hat = (x - mean) / s
+    g = grad_y * weight if (weight is not None and use_weight) else grad_y
+    out = g
+    if mean_moves:
+        out = out - g.mean(dim=-1, keepdim=True)
+    if var_moves:
+        out = out - x_hat * (g * x_hat).mean(dim=-1, keepdim=True)
+    return out / s
+
+
+def _wrong_backward(name, advice, **options):
+    return Misconception(
+        name, advice,
+        lambda x, grad_y, weight=None, eps=1e-5: _backward_with(
+            x, grad_y, weight, eps, **options))
+
+
+def _backward_cases(specs, seed):
+    cases = []
+    for i, (label, shape, dtype, extra, kwargs) in enumerate(specs):
+        loc, scale = extra.get("loc", 0.0), extra.get("scale", 1.0)
+        x = loc + randn(*shape, seed=seed + i, dtype=dtype, scale=scale)
+        if "x" in extra:
+            x = extra["x"].clone().to(dtype)
+        grad_y = randn(*x.shape, seed=seed + 30 + i, dtype=dtype)
+        args = [x, grad_y]
+        if extra.get("weight"):
+            args.append(1 + randn(x.shape[-1], seed=seed + 60 + i,
+                                  dtype=dtype, scale=0.5))
+        cases.append(Case(label, tuple(args), kwargs,
+                          atol=extra.get("atol")))
+    return cases
+
+
+def _sums_to_zero(case, outputs):
+    """Property: every token's gradient sums to 0 over its features (a
+    layer norm does not move when a constant is added to the token)."""
+    x = as_array(case.args[0], "x")
+    got = as_array(outputs[0], "your result")
+    if got.shape != x.shape or not numpy.isfinite(got).all():
+        return None
+    sums = got.sum(axis=-1)
+    # rounding: a small fraction of the sizes summed
+    bad = numpy.abs(sums) > 1e-3 * numpy.abs(got).sum(axis=-1) + 1e-9
+    if bad.any():
+        return (
+            f"each token's gradient should sum to 0 over its "
+            f"{x.shape[-1]} features, but {int(bad.sum())} of {sums.size} "
+            f"tokens sum to values such as {float(sums[bad].flat[0]):.3g}. "
+            "Adding a constant to a token leaves its layer norm unchanged, "
+            "so the gradient has no component along (1, ..., 1): the "
+            "mean mu depends on x too."
+        )
+    return None
+
+
+LAYER_NORM_BACKWARD = Exercise(
+    name="layer_norm_backward",
+    reference=ref.layer_norm_backward,
+    visible=lambda: _backward_cases([
+        ("the notes' three embeddings (3, 4)", (3, 4), F32,
+         {"x": NOTES_EMBEDDINGS}, {}),
+        ("a (2, 5, 8) batch with weight", (2, 5, 8), F32,
+         {"weight": True}, {}),
+    ], seed=500),
+    misconceptions=(
+        _wrong_backward(
+            "the mean treated as a constant",
+            "mu = mean(x) moves with every x_j: its share of the gradient "
+            "is -mean(g) / s.", mean_moves=False),
+        _wrong_backward(
+            "the variance treated as a constant",
+            "sigma^2 moves with every x_j too: its share is "
+            "-x_hat * mean(g * x_hat) / s.", var_moves=False),
+        _wrong_backward(
+            "mean and variance both treated as constants",
+            "x_hat = (x - mu) / s with mu and s functions of x: the "
+            "gradient is (g - mean(g) - x_hat * mean(g * x_hat)) / s.",
+            mean_moves=False, var_moves=False),
+        _wrong_backward(
+            "weight ignored",
+            "y = weight * x_hat + bias, so dL/dx_hat = grad_y * weight.",
+            use_weight=False),
+        _wrong_backward(
+            "unbiased variance (divides by D - 1)",
+            "the forward pass divides by D: use the same sigma^2 here.",
+            unbiased=True),
+        _wrong_backward(
+            "eps outside the square root",
+            "s = sqrt(sigma^2 + eps), as in the forward pass.",
+            eps_at="outside"),
+        _wrong_backward(
+            "the eps argument ignored",
+            "use the eps you are given, not a fixed 1e-5.",
+            fixed_eps=True),
+    ),
+    forbidden_torch=NORM_TORCH | frozenset({
+        "backward", "grad", "autograd", "jacobian", "vjp", "jvp",
+        "jacrev", "jacfwd", "hessian", "requires_grad", "requires_grad_",
+        "enable_grad", "func", "native_layer_norm_backward"}),
+    forbidden_reference=(ref.layer_norm_backward,),
+    shortcut_advice=("Derive the gradient by hand and compute it with "
+                     "tensor operations; autograd is what it checks."),
+    properties=(_sums_to_zero,),
+)
+
+EXERCISES = (LAYER_NORM, FEED_FORWARD, TRANSFORMER_LAYER,
+             LAYER_NORM_BACKWARD)

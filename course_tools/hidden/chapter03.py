@@ -7,7 +7,9 @@ process."""
 import torch
 
 from course_lib import multihead as ref
+from course_lib.grading.chapter03 import _fn_cases
 from course_lib.grading.common import (
+    F32,
     F64,
     randn,
     token_module_cases,
@@ -38,9 +40,20 @@ HIDDEN = {
         ("bias=False with a causal mask",
          {"d_model": 8, "n_heads": 2, "bias": False}, (3, 5), F64,
          "causal"),
+        ("a per-sequence random mask with B = H = 2",
+         {"d_model": 8, "n_heads": 2}, (2, 5), F64, "random"),
         ("a per-sequence random mask", {"d_model": 8, "n_heads": 4},
          (2, 6), torch.float32, "random"),
         ("two batch dimensions", {"d_model": 8, "n_heads": 2}, (2, 3, 4),
          torch.float32, None),
     ], seed=110),
+    "multi_head_attention": lambda: _fn_cases([
+        ("a causal mask (N, N) in float64, 3 heads", (3, 6), 12, 3, F64,
+         "causal"),
+        ("a single sequence (N, D), 4 heads", (5,), 8, 4, F32, None),
+        ("per-sequence masks, B = H = 4, in float64", (4, 5), 8, 4, F64,
+         "per sequence"),
+        ("two batch axes, no mask", (2, 3, 4), 6, 3, F32, None),
+        ("one head, a causal mask", (2, 5), 4, 1, F32, "causal"),
+    ], seed=140),
 }

@@ -5,6 +5,7 @@ while it grades a submission, and compares the results in its own
 process."""
 
 from course_lib.grading.chapter04 import (
+    _backward_cases,
     _ffn_cases,
     _init,
     _ln_cases,
@@ -28,6 +29,7 @@ HIDDEN = {
         ("D = 1 feature per token", (4, 1), F64, {}, {}),
         ("eps = 0.1 passed by keyword", (2, 5, 6), F32, {}, {"eps": 0.1}),
         ("weight but no bias", (3, 5, 8), F32, {"affine": "weight"}, {}),
+        ("bias but no weight", (3, 5, 8), F64, {"affine": "bias"}, {}),
         ("tokens with a large mean (300) in float32", (2, 6, 32), F32,
          {"loc": 300.0, "atol": 1e-4}, {}),
     ], seed=210),
@@ -53,4 +55,16 @@ HIDDEN = {
         ("post-LN with a per-sequence random mask in float64",
          _init(8, 2, 16, False), (2, 5), F64, "random"),
     ], seed=420),
+    "layer_norm_backward": lambda: _backward_cases([
+        # first: only tiny variances tell eps inside from eps outside
+        ("tokens with tiny variance (std 1e-3) in float64", (2, 4, 16),
+         F64, {"loc": 5.0, "scale": 1e-3}, {}),
+        ("(2, 3, 4, 6) in float64 with weight", (2, 3, 4, 6), F64,
+         {"weight": True}, {}),
+        ("eps = 0.5 passed by keyword", (3, 6), F64, {}, {"eps": 0.5}),
+        ("a single token of shape (7,)", (7,), F32, {}, {}),
+        ("D = 1 feature per token", (4, 1), F64, {}, {}),
+        ("tokens with a large mean (300) in float32", (2, 6, 32), F32,
+         {"loc": 300.0, "atol": 1e-4}, {}),
+    ], seed=510),
 }

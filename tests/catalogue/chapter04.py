@@ -4,7 +4,33 @@ CHAPTER_OF = {
     "layer_norm": "04_transformer_layers",
     "FeedForward": "04_transformer_layers",
     "TransformerLayer": "04_transformer_layers",
+    "layer_norm_backward": "04_transformer_layers",
 }
+
+# The gradient of layer norm with one line to vary.
+_BACKWARD = '''
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    mu = x.mean(dim=-1, keepdim=True)
+    var = {var}
+    s = torch.sqrt(var + eps)
+    x_hat = (x - mu) / s
+    g = {g}
+    return {out}
+'''
+_RIGHT = {
+    "var": "((x - mu) ** 2).mean(dim=-1, keepdim=True)",
+    "g": "grad_y if weight is None else grad_y * weight",
+    "out": ("(g - g.mean(-1, keepdim=True)\n"
+            "            - x_hat * (g * x_hat).mean(-1, keepdim=True)) / s"),
+}
+
+
+def _backward(**change):
+    source = _BACKWARD
+    for key, value in {**_RIGHT, **change}.items():
+        source = source.replace("{" + key + "}", value)
+    return source
+
 
 # A Transformer layer with one line to vary: the catalogue's wrong layers
 # differ from the right one only where the comment says.
@@ -42,6 +68,24 @@ def _layer(pre=_PRE, post=_POST):
 # ------------------------------------------------------------ correct
 
 CORRECT = {
+    "layer_norm_backward": [
+        ("the derivation, written out", _backward()),
+        ("the Jacobian built per token, in float64", '''
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    D = x.shape[-1]
+    x64, g64 = x.double(), grad_y.double()
+    if weight is not None:
+        g64 = g64 * weight.double()
+    mu = x64.mean(-1, keepdim=True)
+    s = (x64.var(-1, unbiased=False, keepdim=True) + eps).sqrt()
+    x_hat = (x64 - mu) / s
+    eye = torch.eye(D, dtype=torch.float64)
+    # J[..., i, j] = d x_hat_i / d x_j
+    J = (eye - 1 / D - x_hat[..., :, None] * x_hat[..., None, :] / D)
+    J = J / s[..., None]
+    return (g64[..., None, :] @ J)[..., 0, :].to(x.dtype)
+'''),
+    ],
     "layer_norm": [
         ("var_mean with correction=0 and rsqrt", '''
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
@@ -188,6 +232,26 @@ class TransformerLayer(nn.Module):
 # --------------------------------------------------------- misconceptions
 
 WRONG = {
+    "layer_norm_backward": [
+        ("the mean treated as a constant", _backward(
+            out="(g - x_hat * (g * x_hat).mean(-1, keepdim=True)) / s")),
+        ("the variance treated as a constant", _backward(
+            out="(g - g.mean(-1, keepdim=True)) / s")),
+        ("mean and variance both treated as constants", _backward(
+            out="g / s")),
+        ("weight ignored", _backward(g="grad_y")),
+        ("unbiased variance (divides by D - 1)", _backward(
+            var="x.var(dim=-1, keepdim=True)")),
+        ("eps outside the square root", '''
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    mu = x.mean(dim=-1, keepdim=True)
+    s = ((x - mu) ** 2).mean(dim=-1, keepdim=True).sqrt() + eps
+    x_hat = (x - mu) / s
+    g = grad_y if weight is None else grad_y * weight
+    return (g - g.mean(-1, keepdim=True)
+            - x_hat * (g * x_hat).mean(-1, keepdim=True)) / s
+'''),
+    ],
     "layer_norm": [
         ("unbiased variance (divides by D - 1)", '''
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
@@ -230,6 +294,17 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
         y = y + bias
     if weight is not None:
         y = y * weight
+    return y
+'''),
+        ("weight and bias ignored", '''
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    y = (x - mu) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+        if bias is not None:
+            y = y + bias
     return y
 '''),
         ("eps left out", '''
@@ -287,6 +362,30 @@ class FeedForward(nn.Module):
 # -------------------------------------------------------------- cheats
 
 CHEATS = [
+    ("autograd", "layer_norm_backward", '''
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    with torch.enable_grad():
+        x = x.detach().clone().requires_grad_(True)
+        mu = x.mean(-1, keepdim=True)
+        y = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, True) + eps)
+        if weight is not None:
+            y = y * weight
+        (y * grad_y).sum().backward()
+    return x.grad
+''', "enable_grad"),
+    ("torch.autograd.grad of F.layer_norm", "layer_norm_backward", '''
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    x = x.detach().requires_grad_()
+    with torch.enable_grad():
+        y = torch.nn.functional.layer_norm(x, x.shape[-1:], weight, None,
+                                           eps)
+        return torch.autograd.grad(y, x, grad_y)[0]
+''', "layer_norm"),
+    ("course_lib's reference", "layer_norm_backward", '''
+from course_lib import layers as _layers
+def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
+    return _layers.layer_norm_backward(x, grad_y, weight, eps)
+''', "course_lib's layer_norm_backward"),
     ("F.layer_norm", "layer_norm", '''
 import torch.nn.functional as _F
 def layer_norm(x, weight=None, bias=None, eps=1e-5):

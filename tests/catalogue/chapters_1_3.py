@@ -13,7 +13,45 @@ CHAPTER_OF = {
     "split_heads": "03_multi_head_attention",
     "merge_heads": "03_multi_head_attention",
     "MultiHeadAttention": "03_multi_head_attention",
+    "multi_head_attention": "03_multi_head_attention",
 }
+
+# Chapter 3's broken functional attention, with its four bugs marked: the
+# catalogue's answers repair some of them (see _repaired).
+_BROKEN = '''
+def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
+    *batch, N, D = X.shape
+    d_head = D // n_heads
+
+    def split(T):
+        return {split}
+
+    Q, K, V = split(X @ W_q), split(X @ W_k), split(X @ W_v)
+    S = Q @ K.transpose(-2, -1) / math.sqrt({scale})
+    if mask is not None:
+        S = S.masked_fill(~{mask}, float("-inf"))
+    A = torch.softmax(S, dim={dim})
+    heads = A @ V
+    Y = heads.transpose(-3, -2).reshape(*batch, N, D) @ W_o
+    return Y, A
+'''
+_FIXES = {
+    "split": ("T.reshape(*batch, n_heads, N, d_head)",
+              "T.reshape(*batch, N, n_heads, d_head).transpose(-3, -2)"),
+    "scale": ("D", "d_head"),
+    "mask": ("mask", "mask.unsqueeze(-3)"),
+    "dim": ("-2", "-1"),
+}
+
+
+def _repaired(*, keep=()):
+    """The broken function with every bug fixed except those in keep."""
+    source = _BROKEN
+    for bug, (broken, fixed) in _FIXES.items():
+        source = source.replace("{" + bug + "}",
+                                broken if bug in keep else fixed)
+    return source
+
 
 # ------------------------------------------------------------ correct
 
@@ -218,6 +256,25 @@ class MultiHeadAttention(nn.Module):
             outs.append(A @ V[..., cols])
             weights.append(A)
         return self.W_o(torch.cat(outs, dim=-1)), torch.stack(weights, -3)
+'''),
+    ],
+    "multi_head_attention": [
+        ("the four bugs repaired in place", _repaired()),
+        ("a loop over heads with a -1e9 fill and a head axis via None", '''
+def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
+    D = X.shape[-1]
+    d = D // n_heads
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    heads, weights = [], []
+    for h in range(n_heads):
+        cols = slice(h * d, (h + 1) * d)
+        S = Q[..., cols] @ K[..., cols].transpose(-2, -1) / d ** 0.5
+        if mask is not None:
+            S = torch.where(mask, S, torch.full_like(S, -1e9))
+        A = S.softmax(dim=-1)
+        heads.append(A @ V[..., cols])
+        weights.append(A)
+    return torch.cat(heads, dim=-1) @ W_o, torch.stack(weights, dim=-3)
 '''),
     ],
 }
@@ -503,6 +560,34 @@ class MultiHeadAttention(nn.Module):
         A = torch.softmax(S, dim=-1)
         return (A @ V).transpose(-3, -2).flatten(-2), A
 '''),
+        ("the mask has no head axis", '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, X, mask=None):
+        H, D = self.n_heads, X.shape[-1]
+        def split(T):
+            return T.unflatten(-1, (H, D // H)).transpose(-3, -2)
+        Q, K, V = split(self.W_q(X)), split(self.W_k(X)), split(self.W_v(X))
+        S = Q @ K.transpose(-2, -1) / (D // H) ** 0.5
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        return self.W_o((A @ V).transpose(-3, -2).flatten(-2)), A
+'''),
+    ],
+    "multi_head_attention": [
+        ("heads split without a transpose", _repaired(keep=("split",))),
+        ("scaled by sqrt(D) instead of sqrt(d_head)",
+         _repaired(keep=("scale",))),
+        ("the mask has no head axis", _repaired(keep=("mask",))),
+        ("softmax over the queries", _repaired(keep=("dim",))),
     ],
 }
 
@@ -510,6 +595,11 @@ class MultiHeadAttention(nn.Module):
 # (label, exercise, source, what the message must say)
 
 CHEATS = [
+    ("course_lib's functional attention", "multi_head_attention", '''
+from course_lib.multihead import multi_head_attention as _reference
+def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
+    return _reference(X, W_q, W_k, W_v, W_o, n_heads, mask)
+''', "course_lib's multi_head_attention"),
     ("torch.softmax under an alias", "softmax", '''
 _sm = torch.softmax
 def softmax(x, dim=-1):
