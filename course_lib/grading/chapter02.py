@@ -157,7 +157,7 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
                 Q, K, V, mask, ignore=True)),
         Misconception(
             "a fully masked row gives NaN",
-            "when every score of a row is -inf the softmax computes 0/0; "
+            "When every score of a row is -inf the softmax computes 0/0; "
             "such a query must get all-zero weights and a zero output.",
             lambda Q, K, V, mask=None: _sdpa_with(
                 Q, K, V, mask, empty="nan")),
