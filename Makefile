@@ -37,11 +37,11 @@ setup: $(STAMP)
 # Strict (a warning or a cell error fails), cached in _build/.jupyter_cache;
 # a chapter re-executes when the course_lib code it imports changes.
 book: $(STAMP)
-	$(BIN)/python -m course_lib.book student
+	$(BIN)/python -m course_tools.book student
 
 # Solutions and hidden tests behind toggles; not executed (README).
 book-solutions: $(STAMP)
-	$(BIN)/python -m course_lib.book solutions
+	$(BIN)/python -m course_tools.book solutions
 
 # The book's browser test needs Debian's chromium (CI runs as root).
 browser:
@@ -58,13 +58,13 @@ lint: $(STAMP)
 # Grade the class: every submission in submitted/<student>/<assignment>/,
 # e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".
 grade: $(STAMP)
-	$(BIN)/python -m course_lib.classroom $(ARGS)
+	$(BIN)/python -m course_tools.classroom $(ARGS)
 
 bench-grade: $(STAMP)
 	$(BIN)/python benchmarks/grade_class.py $(ARGS)
 
 release: $(STAMP)
-	$(BIN)/python -m course_lib.release $(CHAPTERS)
+	$(BIN)/python -m course_tools.release $(CHAPTERS)
 
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv

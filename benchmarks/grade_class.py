@@ -7,7 +7,7 @@ the test catalogue, plus broken notebooks: invalid JSON, a kernel that
 dies, an old notebook format, edited test cells), copies it into two
 identical course folders, grades one with ``nbgrader generate_assignment``
 + ``nbgrader autograde`` per chapter (serial, nbgrader's own way) and the
-other with ``python -m course_lib.classroom``, back to back, and compares
+other with ``python -m course_tools.classroom``, back to back, and compares
 every autograded score. Figures go to stdout and ``FOLDER/latest.json``.
 """
 
@@ -97,7 +97,7 @@ def plain_nbgrader(course):
 def ours(course, jobs):
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    args = [sys.executable, "-m", "course_lib.classroom", "--no-progress",
+    args = [sys.executable, "-m", "course_tools.classroom", "--no-progress",
             "--timeout", "120", *CHAPTERS]
     if jobs:
         args += ["--jobs", str(jobs)]
@@ -137,7 +137,7 @@ def main():
     result = ours(mine, args.jobs)
     ours_s = time.monotonic() - start
     if result.returncode != 0:
-        sys.exit(f"course_lib.classroom failed:\n{result.stderr[-3000:]}")
+        sys.exit(f"course_tools.classroom failed:\n{result.stderr[-3000:]}")
     a, b = scores(plain), scores(mine)
     both = [k for k in b if a.get(k) is not None]
     same = [k for k in both if a[k] == b[k]]

@@ -2,7 +2,7 @@
 
 ``grade_chapter`` copies one chapter's source notebook into a fresh course,
 writes the given submissions into nbgrader's ``submitted/<student>/
-<chapter>/`` layout, grades them with ``course_lib.classroom`` (nbgrader's
+<chapter>/`` layout, grades them with ``course_tools.classroom`` (nbgrader's
 autograde in parallel workers) and reads every score back from the
 gradebook, with the error text of each test cell from the autograded
 notebooks.
@@ -74,13 +74,13 @@ def grade_chapter(chapter, submissions, workdir, jobs=None, source=None,
                   skip_tagged=True):
     """Autograde ``{student: notebook}``; return ``{student: Result}``.
 
-    The class is graded by ``course_lib.classroom`` (what ``make grade``
+    The class is graded by ``course_tools.classroom`` (what ``make grade``
     runs): ``jobs`` workers (default: the number of CPUs) in scratch
     courses, one writer into the course's gradebook. ``source`` replaces
     the chapter's source notebook (e.g. ``lean``); ``skip_tagged=False``
     runs the cells tagged ``skip-when-grading`` too.
     """
-    from course_lib.classroom.grade import Options, grade_class
+    from course_tools.classroom.grade import Options, grade_class
 
     course = Path(tempfile.mkdtemp(prefix=f"{chapter}-", dir=workdir))
     _prepare_course(chapter, submissions, course, source)

@@ -29,7 +29,7 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
-from course_lib import book
+from course_tools import book
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
@@ -60,13 +60,13 @@ CHAPTERS = sorted(p.relative_to(ROOT).with_suffix("").as_posix()
 
 
 def _build(edition, log_name):
-    """Run ``python -m course_lib.book EDITION``; return (status, log)."""
+    """Run ``python -m course_tools.book EDITION``; return (status, log)."""
     BUILD.mkdir(exist_ok=True)
     log = BUILD / log_name
     start = time.perf_counter()
     with log.open("w") as out:
         status = subprocess.run(
-            [sys.executable, "-m", "course_lib.book", edition],
+            [sys.executable, "-m", "course_tools.book", edition],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         ).returncode
     seconds = time.perf_counter() - start
@@ -234,7 +234,7 @@ def test_a_change_to_imported_course_lib_code_reexecutes(tmp_path):
 def test_the_book_uses_the_reexecution_extension():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["execute"]["execute_notebooks"] == "cache"
-    assert "course_lib.book" in config["sphinx"]["extra_extensions"]
+    assert "course_tools.book" in config["sphinx"]["extra_extensions"]
 
 
 # ------------------------------------------------------------- offline

@@ -1,4 +1,4 @@
-"""End to end: a small class graded by ``course_lib.classroom``.
+"""End to end: a small class graded by ``course_tools.classroom``.
 
 The assignment is chapter 1 cut down to one exercise (``softmax``, its
 test cell and its written question). The class holds right, wrong,
@@ -15,10 +15,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib import release
-from course_lib.classroom import feedback, repair
-from course_lib.classroom.course import load_course
-from course_lib.classroom.grade import (
+from course_tools import release
+from course_tools.classroom import feedback, repair
+from course_tools.classroom.course import load_course
+from course_tools.classroom.grade import (
     DEFAULT_REGEX,
     Options,
     collect,
@@ -399,7 +399,7 @@ def test_sandbox_keeps_read_only_folders_under_tmp(tmp_path):
     (kept / "hidden" / "secret.txt").write_text("secret")
     work = tmp_path / "work"
     work.mkdir()
-    sandbox = [sys.executable, "-m", "course_lib.classroom.sandbox",
+    sandbox = [sys.executable, "-m", "course_tools.classroom.sandbox",
                f"--read-only={kept}", f"--read-only={sys.prefix}",
                f"--hide={kept / 'hidden'}"]
     probe = subprocess.run(sandbox + ["--probe"], cwd=work,

@@ -1,4 +1,4 @@
-"""Collecting LMS downloads (``course_lib.classroom.collect``).
+"""Collecting LMS downloads (``course_tools.classroom.collect``).
 
 Each download is its student's, whatever it holds: the unit tests craft
 hostile downloads (another student's name inside a zip, corrupt zips, a
@@ -20,11 +20,11 @@ import zlib
 import nbformat
 import pytest
 
-from course_lib import release
-from course_lib.classroom import archive as Z
-from course_lib.classroom import collect as K
-from course_lib.classroom.course import load_course
-from course_lib.classroom.grade import Options, grade_class, summary
+from course_tools import release
+from course_tools.classroom import archive as Z
+from course_tools.classroom import collect as K
+from course_tools.classroom.course import load_course
+from course_tools.classroom.grade import Options, grade_class, summary
 from tests.nbgrading import ROOT
 from tests.test_classroom import (
     ASSIGNMENT,

@@ -22,8 +22,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.classroom import box, cgroup, files, grade
-from course_lib.classroom.grade import Options, grade_class, summary
+from course_tools.classroom import box, cgroup, files, grade
+from course_tools.classroom.grade import Options, grade_class, summary
 from tests.nbgrading import ROOT
 from tests.test_classroom import (
     ASSIGNMENT,
@@ -276,7 +276,7 @@ def _write(course, student, source, extra=None):
 
 
 def _make_course(course, port):
-    from course_lib import release
+    from course_tools import release
 
     source = course / "solutions" / ASSIGNMENT
     source.mkdir(parents=True)
@@ -422,7 +422,7 @@ def test_the_cases_file_reaches_the_kernel(tmp_path, monkeypatch):
 
 
 def _launch(folder, command):
-    argv = [sys.executable, "-I", "-m", "course_lib.classroom.sandbox",
+    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
             f"--read-only={sys.prefix}", f"--read-only={sys.base_prefix}",
             "--"] + command
     result = subprocess.run(argv, cwd=folder, capture_output=True,

@@ -14,7 +14,7 @@ import re
 import nbformat
 import pytest
 
-from course_lib import release
+from course_tools import release
 from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, NOTEBOOK_CHEATS, WRONG
 from tests.nbgrading import (
     ROOT,
@@ -232,7 +232,7 @@ def _binds(source):
 def test_no_exercise_depends_on_a_cell_the_grader_skips(chapter):
     """Cells tagged skip-when-grading define nothing that an exercise,
     a test cell or an answer of the catalogue uses."""
-    from course_lib.classroom.worker import SKIP_TAG
+    from course_tools.classroom.worker import SKIP_TAG
 
     notebook = nbformat.read(notebook_path(chapter), 4)
     used = set()

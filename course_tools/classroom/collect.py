@@ -26,8 +26,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib.classroom import course as C
-from course_lib.classroom.archive import (
+from course_tools.classroom import course as C
+from course_tools.classroom.archive import (
     MB,
     RESERVED,
     Rejected,

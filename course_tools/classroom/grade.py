@@ -16,11 +16,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib.classroom import cgroup, feedback, files, record
-from course_lib.classroom import collect as downloads
-from course_lib.classroom import course as C
-from course_lib.classroom.collect import DEFAULT_REGEX
-from course_lib.classroom.pool import run_workers
+from course_tools.classroom import cgroup, feedback, files, record
+from course_tools.classroom import collect as downloads
+from course_tools.classroom import course as C
+from course_tools.classroom.collect import DEFAULT_REGEX
+from course_tools.classroom.pool import run_workers
 
 LOCK = ".grading.lock"
 NOT_ISOLATED = ("--no-isolation: they run as the grader's user and can "
@@ -106,11 +106,11 @@ def _grade_class(options):
     state = C.load_state(course)
     # A grade also depends on the checks and on this grader: a change to
     # either regrades.
-    package = Path(__file__).resolve().parent.parent
+    tools = Path(__file__).resolve().parent.parent  # course_tools
     settings = (f"{options.timeout}/{options.memory_mb}/{options.isolate}/"
                 f"{options.skip_tagged}/"
-                + C.hash_folder(package / "grading", package / "classroom",
-                                package.parent / "course_tools"))
+                + C.hash_folder(_installation() / "course_lib" / "grading",
+                                tools))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     outcomes, todo = _triage(course, options, state, sources,
                              C.submissions(course, names), notes)
@@ -235,7 +235,7 @@ def probe(settings, scratch):
     weaker limits."""
     folder = scratch / "probe"
     folder.mkdir(exist_ok=True)
-    argv = [sys.executable, "-I", "-m", "course_lib.classroom.sandbox",
+    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
             "--probe"] + [f"--hide={p}" for p in settings["hide"]] + [
             f"--read-only={p}" for p in settings["read_only"]]
     result = subprocess.run(argv, cwd=folder, capture_output=True,

@@ -1,8 +1,8 @@
 """Build the course's Jupyter Book: the student edition and the
 instructors' edition.
 
-    python -m course_lib.book student      # _build/html (make book)
-    python -m course_lib.book solutions    # _build_solutions/html
+    python -m course_tools.book student      # _build/html (make book)
+    python -m course_tools.book solutions    # _build_solutions/html
 
 The student edition renders ``chapters/`` and executes every narrative
 cell, caching the results in ``_build/.jupyter_cache``. Jupyter Book's
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = ROOT / "course_lib"  # the library whose changes re-execute
 STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 # Files whose change can change what an executed cell prints.
 PINS = ("requirements.txt", "constraints.txt")
@@ -341,7 +341,7 @@ def build_solutions(root=ROOT, output=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_lib.book")
+    parser = argparse.ArgumentParser(prog="python -m course_tools.book")
     parser.add_argument("edition", choices=["student", "solutions"])
     parser.add_argument("--output", type=Path, default=None,
                         help="where to build (default: the repository)")

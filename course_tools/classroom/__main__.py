@@ -1,17 +1,17 @@
-"""``python -m course_lib.classroom``: grade the class (see the README)."""
+"""``python -m course_tools.classroom``: grade the class (see the README)."""
 
 import argparse
 import sys
 import warnings
 from pathlib import Path
 
-from course_lib.classroom.grade import DEFAULT_REGEX, Options, grade_class
-from course_lib.classroom.grade import summary as summary_text
+from course_tools.classroom.grade import DEFAULT_REGEX, Options, grade_class
+from course_tools.classroom.grade import summary as summary_text
 
 
 def parse(argv):
     parser = argparse.ArgumentParser(
-        prog="python -m course_lib.classroom",
+        prog="python -m course_tools.classroom",
         description="Autograde every submission in submitted/ with "
                     "nbgrader, in parallel; write the gradebook, "
                     "grades.csv and feedback/.")

@@ -1,6 +1,6 @@
 """Grade a whole class with nbgrader, in parallel, one command::
 
-    python -m course_lib.classroom [ASSIGNMENT ...] [--jobs N] [--force]
+    python -m course_tools.classroom [ASSIGNMENT ...] [--jobs N] [--force]
                                    [--db URL] [--collect FOLDER]
 
 Modules: ``course`` (the course folder, its submissions and the templates

@@ -4,7 +4,7 @@ The parent starts it with a JSON settings argument and sends one JSON
 task per line on stdin; it answers one JSON result per line. Each task is
 graded in a scratch course of its own (the template's gradebook copied,
 the submission repaired into ``submitted/``) through nbgrader's API, with
-the student's kernel started by :mod:`course_lib.classroom.sandbox`.
+the student's kernel started by :mod:`course_tools.classroom.sandbox`.
 """
 
 import json
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.classroom.repair import Unreadable, read_submission, repair
+from course_tools.classroom.repair import Unreadable, read_submission, repair
 
 MAX_OUTPUT = 20_000  # characters kept of one output in the graded copy
 MAX_CELL_OUTPUT = 5 * 10**6  # characters a cell may print while it runs
@@ -44,14 +44,14 @@ def install_kernel(settings):
     other worker's kernel has; its kernels talk to it over ZMQ ``ipc``
     sockets in the box. nbgrader's ``set_permissions`` is made safe.
     """
-    from course_lib.classroom import box
+    from course_tools.classroom import box
 
     _safe_set_permissions()
     scratch = Path(settings["scratch"])
     jupyter = scratch / "jupyter" / str(os.getpid())
     folder = jupyter / "kernels" / "python3"
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-I", "-m", "course_lib.classroom.sandbox",
+    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
             f"--memory-mb={settings['memory_mb']}"]
     if settings.get("isolate", True):
         box.private_mounts()
@@ -85,7 +85,7 @@ def _safe_set_permissions():
     following links; this one follows none and walks a bounded depth."""
     from nbgrader.converters.base import BaseConverter
 
-    from course_lib.classroom import files
+    from course_tools.classroom import files
 
     def set_permissions(self, assignment_id, student_id):
         files.chmod_files(self._format_dest(assignment_id, student_id),

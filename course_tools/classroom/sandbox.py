@@ -1,6 +1,6 @@
 """The student's kernel, started through this launcher, as root::
 
-    python -I -m course_lib.classroom.sandbox --uid UID --box DIR \\
+    python -I -m course_tools.classroom.sandbox --uid UID --box DIR \\
         --memory-mb 3072 --cgroup DIR ... --read-only DIR ... \\
         -- python -m ipykernel_launcher -f CONNECTION_FILE
 
@@ -34,7 +34,7 @@ import signal
 import socket
 import sys
 
-from course_lib.classroom import box, cgroup, files
+from course_tools.classroom import box, cgroup, files
 
 KEEP_VARIABLES = ("COURSE_GRADING_CASES",)
 # The kernel deletes these once read; the grader's copy goes too.
@@ -306,7 +306,7 @@ def isolate(args, command):
 
 
 def parse(argv):
-    parser = argparse.ArgumentParser(prog="course_lib.classroom.sandbox")
+    parser = argparse.ArgumentParser(prog="course_tools.classroom.sandbox")
     parser.add_argument("--uid", type=int, default=0,
                         help="the kernel's uid (default: one of its own)")
     parser.add_argument("--box", help="the kernel's box (default: a tmpfs "

@@ -1,6 +1,6 @@
 """Generate the student notebooks in ``chapters/`` from ``solutions/``.
 
-    python -m course_lib.release 01_attention_coefficients ...
+    python -m course_tools.release 01_attention_coefficients ...
 
 Each chapter is released by ``nbgrader generate_assignment`` in a scratch
 copy of the course (so the repository's gradebook is left alone), then

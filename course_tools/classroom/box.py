@@ -19,7 +19,7 @@ import signal
 import time
 from pathlib import Path
 
-from course_lib.classroom import cgroup, files
+from course_tools.classroom import cgroup, files
 
 UID_BASE = 1_500_000_000  # uids of kernels: UID_BASE + a grader pid
 LAYOUT = {"work": 0o755, "tmp": 0o1777, "shm": 0o1777, "ipc": 0o700}

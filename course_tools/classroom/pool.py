@@ -41,7 +41,7 @@ def _spawn(k, settings):
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     process = subprocess.Popen(
-        [sys.executable, "-I", "-u", "-m", "course_lib.classroom.worker",
+        [sys.executable, "-I", "-u", "-m", "course_tools.classroom.worker",
          json.dumps(settings)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, text=True, env=env,
         start_new_session=True, preexec_fn=cap)
@@ -62,7 +62,7 @@ def _stop_kernels(pid):
     """Kill whatever the kernels of worker ``pid`` left (their launchers
     die with the worker; a kernel that cleared its parent-death signal
     would not)."""
-    from course_lib.classroom import box, cgroup
+    from course_tools.classroom import box, cgroup
 
     uid = box.UID_BASE + pid
     box.kill_user(uid)
