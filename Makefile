@@ -9,13 +9,14 @@ CHAPTERS := $(notdir $(wildcard solutions/[0-9][0-9]_*))
 # nbgrader calls helpers (alembic) by name: the venv's bin comes first.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup book book-solutions browser test lint release lock clean \
+.PHONY: help setup book book-solutions system-packages test test-fast lint release lock clean \
 	grade bench-grade
 
 help:
 	@echo "make book     build the book (executes the chapters)"
 	@echo "make book-solutions  the instructors' edition (from solutions/)"
-	@echo "make test     run the whole test suite"
+	@echo "make test     run the whole test suite (as CI does)"
+	@echo "make test-fast  unit and in-process tests (no kernels)"
 	@echo "make release  regenerate chapters/ from solutions/ (nbgrader)"
 	@echo "make grade    autograde submitted/ in parallel (ARGS=--jobs 4 ...)"
 	@echo "make bench-grade  time make grade against serial nbgrader"
@@ -43,14 +44,35 @@ book: $(STAMP)
 book-solutions: $(STAMP)
 	$(BIN)/python -m course_tools.book solutions
 
-# The book's browser test needs Debian's chromium (CI runs as root).
-browser:
-	@test -x /usr/bin/chromium || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-		--no-install-recommends chromium >/dev/null; }
+# Two Debian packages that some tests need, installed with apt-get when
+# missing (CI runs as root on a fresh machine); says which and why, once.
+SYSTEM_PACKAGES := chromium:/usr/bin/chromium \
+	postgresql:/usr/lib/postgresql/*/bin/initdb
+system-packages:
+	@echo "make test needs chromium (the book's pages, opened headless)" \
+		"and postgresql (a class graded into a real PostgreSQL server)"
+	@missing=; for entry in $(SYSTEM_PACKAGES); do \
+		package=$${entry%%:*}; \
+		if ls $${entry#*:} >/dev/null 2>&1; then \
+			echo "  $$package: installed"; \
+		else missing="$$missing $$package"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "  installing$$missing with apt-get (about a minute)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $$missing \
+		>/dev/null; \
+	fi
 
-test: $(STAMP) browser
+# Everything, as CI runs it: the unit and in-process tests, then the end
+# to end ones (the book is built, executing each chapter, while the
+# grading tests run beside it).
+test: $(STAMP) system-packages
 	$(BIN)/python -m pytest
+
+# The unit and in-process grading tests: under a minute, no kernel.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e"
 
 lint: $(STAMP)
 	$(BIN)/ruff check course_lib tests solutions

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from tests import bookbuild
+
 DTYPES = [torch.float32, torch.float64]
 # Tolerances for comparing two float implementations of the same maths.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
@@ -22,3 +24,45 @@ def dtype(request):
 @pytest.fixture
 def tol(dtype):
     return TOL[dtype]
+
+
+# ------------------------------------------------- the book, in the back
+
+def _needs_the_book(item):
+    return "student_build" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that need the built book run last: the build starts when
+    collection ends and executes the chapters meanwhile."""
+    book = [item for item in items if _needs_the_book(item)]
+    unmarked = [item.nodeid for item in book
+                if item.get_closest_marker("e2e") is None]
+    if unmarked:
+        raise pytest.UsageError(
+            f"tests that need the built book must be marked e2e: {unmarked}")
+    if book:
+        others = [item for item in items if not _needs_the_book(item)]
+        items[:] = others + book
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    if any(_needs_the_book(item) for item in session.items):
+        bookbuild.STUDENT.start()
+
+
+def pytest_sessionfinish(session):
+    bookbuild.STUDENT.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    build = bookbuild.STUDENT
+    if build.seconds is None:
+        return
+    executed = bookbuild.execution_seconds()
+    terminalreporter.write_line(
+        f"book: built in {build.seconds:.0f} s beside the other tests; "
+        f"its execution cache holds {len(executed)} chapters executed in "
+        f"{sum(executed.values()):.0f} s in all")

@@ -1,11 +1,11 @@
 """Autograde notebooks with nbgrader in a scratch course, for the tests.
 
-``grade_chapter`` copies one chapter's source notebook into a fresh course,
+``grade_course`` copies chapters' source notebooks into a fresh course,
 writes the given submissions into nbgrader's ``submitted/<student>/
-<chapter>/`` layout, grades them with ``course_tools.classroom`` (nbgrader's
-autograde in parallel workers) and reads every score back from the
-gradebook, with the error text of each test cell from the autograded
-notebooks.
+<chapter>/`` layout, grades them in one batch with
+``course_tools.classroom`` (nbgrader's autograde in parallel workers) and
+reads every score back from the gradebook, with the error text of each
+test cell from the autograded notebooks.
 """
 
 import json
@@ -74,25 +74,38 @@ def grade_chapter(chapter, submissions, workdir, jobs=None, source=None,
                   skip_tagged=True):
     """Autograde ``{student: notebook}``; return ``{student: Result}``.
 
-    The class is graded by ``course_tools.classroom`` (what ``make grade``
-    runs): ``jobs`` workers (default: the number of CPUs) in scratch
-    courses, one writer into the course's gradebook. ``source`` replaces
-    the chapter's source notebook (e.g. ``lean``); ``skip_tagged=False``
-    runs the cells tagged ``skip-when-grading`` too.
+    ``source`` replaces the chapter's source notebook (e.g. ``lean``);
+    the rest is ``grade_course``'s."""
+    sources = {chapter: source} if source is not None else None
+    return grade_course({chapter: submissions}, workdir, jobs=jobs,
+                        sources=sources, skip_tagged=skip_tagged)[chapter]
+
+
+def grade_course(classes, workdir, jobs=None, sources=None,
+                 skip_tagged=True):
+    """Autograde ``{chapter: {student: notebook}}`` in one run; return
+    ``{chapter: {student: Result}}``.
+
+    Every chapter is an assignment of one scratch course, graded by
+    ``course_tools.classroom`` (what ``make grade`` runs) in one batch:
+    ``jobs`` workers (default: the number of CPUs), one writer into the
+    course's gradebook. ``sources`` replaces chapters' source notebooks;
+    ``skip_tagged=False`` runs the cells tagged ``skip-when-grading`` too.
     """
     from course_tools.classroom.grade import Options, grade_class
 
-    course = Path(tempfile.mkdtemp(prefix=f"{chapter}-", dir=workdir))
-    _prepare_course(chapter, submissions, course, source)
-    grade_class(Options(root=course, assignments=(chapter,),
+    course = Path(tempfile.mkdtemp(prefix="course-", dir=workdir))
+    for chapter, submissions in classes.items():
+        _prepare_course(chapter, submissions, course,
+                        (sources or {}).get(chapter))
+    grade_class(Options(root=course, assignments=tuple(classes),
                         jobs=jobs or 0, timeout=120, progress=False,
                         skip_tagged=skip_tagged))
-    return _read_results(chapter, course, sorted(submissions))
+    return {chapter: _read_results(chapter, course, sorted(submissions))
+            for chapter, submissions in classes.items()}
 
 
 def _prepare_course(chapter, submissions, course, source=None):
-    if course.exists():
-        shutil.rmtree(course)
     shutil.copytree(ROOT / "solutions" / chapter,
                     course / "solutions" / chapter)
     if source is not None:

@@ -1,10 +1,9 @@
 """A throw-away local PostgreSQL server for the tests.
 
-Uses the server binaries of Debian's ``postgresql`` package, installing
-the package with apt-get when they are missing and the tests run as root
-(as in CI). The server listens on 127.0.0.1 only, with its data in a
-temporary folder; as root it runs as the ``postgres`` user, since
-PostgreSQL refuses to run as root.
+Uses the server binaries of Debian's ``postgresql`` package (``make
+system-packages`` installs it). The server listens on 127.0.0.1 only,
+with its data in a temporary folder; as root it runs as the
+``postgres`` user, since PostgreSQL refuses to run as root.
 """
 
 import contextlib
@@ -26,25 +25,15 @@ def _bindir():
 
 
 def find_or_install():
-    """The folder of ``initdb`` and ``pg_ctl``, or ``(None, reason)``."""
+    """The folder of ``initdb`` and ``pg_ctl``, or ``(None, reason)``.
+
+    ``make system-packages`` (run by ``make test``) installs Debian's
+    ``postgresql`` where it is missing; this only looks for it."""
     bindir = _bindir()
     if bindir:
         return bindir, None
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        return None, ("no PostgreSQL server binaries, and not root with "
-                      "apt-get to install Debian's postgresql package")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for args in (["apt-get", "update", "-qq"],
-                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                  "postgresql"]):
-        result = subprocess.run(args, env=env, capture_output=True,
-                                text=True, timeout=900)
-        if result.returncode != 0:
-            return None, (f"{' '.join(args)} failed: "
-                          f"{result.stderr.strip()[-500:]}")
-    bindir = _bindir()
-    return (bindir, None) if bindir else (None, "postgresql installed "
-                                          "but initdb not found")
+    return None, ("no PostgreSQL server binaries: `make system-packages` "
+                  "installs Debian's postgresql (as root)")
 
 
 def _free_port():

@@ -5,7 +5,7 @@ builds it (strict, cached in ``_build``), then checked: every narrative
 cell ran, no cell shows an error, MathJax and every other asset come from
 the book itself, and no solution or hidden test from ``solutions/`` reaches
 ``chapters/`` or the HTML. A headless Chromium (Debian's ``chromium``,
-installed by ``make browser``) then opens every page from a server on
+installed by ``make system-packages``) then opens every page from a server on
 127.0.0.1 with every other address blocked: the math is typeset, every
 image loads, the next/previous links walk the table of contents, and a
 screenshot of each page is written to ``_build/screenshots/``. The
@@ -30,6 +30,7 @@ import yaml
 from bs4 import BeautifulSoup
 
 from course_tools import book
+from tests import bookbuild
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
@@ -87,7 +88,11 @@ def _require_built(build):
 
 @pytest.fixture(scope="session")
 def student_build():
-    return _build("student", "book.log")
+    """The build ``conftest.py`` started when the session began."""
+    status, log = bookbuild.STUDENT.wait()
+    print(f"student edition built in {bookbuild.STUDENT.seconds:.0f} s "
+          f"(log: {bookbuild.LOG})")
+    return status, log
 
 
 @pytest.fixture(scope="session")
@@ -126,6 +131,7 @@ def _html_text(markup):
 # ---------------------------------------------------------------- strict
 
 
+@pytest.mark.e2e
 def test_book_builds_with_no_warning(student_build):
     """``--warningiserror --nitpick``: any warning fails the build."""
     _require_built(student_build)
@@ -135,6 +141,7 @@ def test_book_builds_with_no_warning(student_build):
     assert not warnings, "\n".join(warnings)
 
 
+@pytest.mark.e2e
 def test_every_chapter_and_page_is_in_the_book(student_html):
     missing = [c for c in CHAPTERS if c not in PAGES]
     assert not missing, f"chapters missing from _toc.yml: {missing}"
@@ -142,6 +149,7 @@ def test_every_chapter_and_page_is_in_the_book(student_html):
         assert (student_html / f"{page}.html").is_file(), page
 
 
+@pytest.mark.e2e
 def test_every_narrative_cell_ran(student_html):
     """Every chapter's outputs come from running its current code with the
     current course_lib: every code cell without ``skip-execution`` ran,
@@ -174,6 +182,7 @@ def test_every_narrative_cell_ran(student_html):
             assert not errors, f"{where}: {errors[0].ename}"
 
 
+@pytest.mark.e2e
 def test_no_page_shows_an_error(student_html):
     for page in _html_files(student_html):
         soup = BeautifulSoup(page.read_text(), "html.parser")
@@ -240,6 +249,7 @@ def test_the_book_uses_the_reexecution_extension():
 # ------------------------------------------------------------- offline
 
 
+@pytest.mark.e2e
 def test_every_asset_is_served_by_the_book(student_html):
     """No page loads a script, stylesheet, font or image from elsewhere,
     and MathJax is in ``_static``."""
@@ -362,6 +372,7 @@ def test_no_solution_in_released_notebooks(all_secrets):
         assert not found, f"{notebook.relative_to(ROOT)} shows {found[:5]}"
 
 
+@pytest.mark.e2e
 def test_no_solution_in_the_student_book(student_html, all_secrets):
     for path in sorted(student_html.rglob("*")):
         if "_static" in path.parts or not path.is_file():
@@ -379,6 +390,7 @@ def test_no_solution_in_the_student_book(student_html, all_secrets):
 # ----------------------------------------------- instructors' edition
 
 
+@pytest.mark.e2e
 def test_instructors_edition_shows_solutions_behind_toggles(
         solutions_html, all_secrets):
     for chapter in CHAPTERS:
@@ -420,7 +432,7 @@ def server(student_html):
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs "
+        pytest.fail(f"{CHROMIUM} is missing: `make system-packages` installs "
                     "Debian's chromium (make test runs it first)",
                     pytrace=False)
     from playwright.sync_api import sync_playwright
@@ -500,6 +512,7 @@ def _open(page, url):
                                "&& MathJax.startup.promise")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", PAGES)
 def test_page_in_a_browser(page, server, name):
     _open(page, f"{server}{name}.html")
@@ -529,6 +542,7 @@ def test_page_in_a_browser(page, server, name):
     assert not page.blocked, f"tried to reach {page.blocked[:5]}"
 
 
+@pytest.mark.e2e
 def test_next_and_previous_links_walk_the_book(page, server):
     expected = [f"{server}{name}.html" for name in PAGES]
     _open(page, expected[0])
@@ -548,6 +562,7 @@ def test_next_and_previous_links_walk_the_book(page, server):
     assert back == expected[::-1]
 
 
+@pytest.mark.e2e
 def test_math_typesets_from_disk_with_no_server(page, student_html):
     """A page opened as a file (a lab with no network) typesets too."""
     _open(page, (student_html / "notation.html").as_uri())

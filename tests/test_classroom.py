@@ -3,9 +3,9 @@
 The assignment is chapter 1 cut down to one exercise (``softmax``, its
 test cell and its written question). The class holds right, wrong,
 broken and hostile submissions; each must get its expected score and
-reason, whatever the others do. The class is graded twice, in parallel
-into SQLite and serially into PostgreSQL (SQLite when no server can be
-had), and the two must agree; a re-run grades nothing.
+reason, whatever the others do. The class is graded once, in parallel,
+into PostgreSQL (SQLite when no server can be had); a re-run grades only
+what changed.
 """
 
 import json
@@ -33,8 +33,6 @@ ASSIGNMENT = "00_tiny"
 NAME = "tiny"
 KEEP = ("setup", "softmax", "test_softmax", "q_softmax_shift")
 SETUP = "import torch\nfrom course_lib.grading import check\n"
-# Graded again serially (into PostgreSQL when it can be had).
-SERIAL = ("right", "wrong", "notjson", "crash")
 RIGHT = """def softmax(x, dim=-1):
     e = torch.exp(x - x.amax(dim=dim, keepdim=True))
     return e / e.sum(dim=dim, keepdim=True)
@@ -179,14 +177,6 @@ def _options(course, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def parallel(tmp_path_factory):
-    course = _make_course(tmp_path_factory.mktemp("class") / "course")
-    outcomes = grade_class(_options(course, jobs=2))
-    print(summary(outcomes))
-    return course, {o.student: o for o in outcomes}
-
-
-@pytest.fixture(scope="module")
 def pg_server():
     bindir, why = postgres.find_or_install()
     if bindir is None:
@@ -197,23 +187,21 @@ def pg_server():
 
 
 @pytest.fixture(scope="module")
-def serial(parallel, pg_server, tmp_path_factory):
-    course, _ = parallel
-    copy = tmp_path_factory.mktemp("serial") / "course"
-    shutil.copytree(course / "solutions", copy / "solutions")
-    for student in SERIAL:
-        shutil.copytree(course / "submitted" / student,
-                        copy / "submitted" / student)
-    shutil.copy(course / "nbgrader_config.py", copy)
-    url = pg_server[0] or f"sqlite:///{copy / 'gradebook.db'}"
-    outcomes = grade_class(_options(copy, jobs=1, db_url=url))
-    return copy, url, {o.student: o for o in outcomes}
+def graded(tmp_path_factory, pg_server):
+    """The class, graded by two workers into PostgreSQL (SQLite when no
+    server can be had): ``(course, gradebook URL, {student: outcome})``."""
+    course = _make_course(tmp_path_factory.mktemp("class") / "course")
+    url = pg_server[0] or f"sqlite:///{course / 'gradebook.db'}"
+    outcomes = grade_class(_options(course, jobs=2, db_url=url))
+    print(summary(outcomes))
+    return course, url, {o.student: o for o in outcomes}
 
 
-def test_every_submission_gets_its_score_and_reason(parallel):
-    course, outcomes = parallel
+@pytest.mark.e2e
+def test_every_submission_gets_its_score_and_reason(graded):
+    course, url, outcomes = graded
     assert sorted(outcomes) == sorted(EXPECTED)
-    scores = _scores(f"sqlite:///{course / 'gradebook.db'}")
+    scores = _scores(url)
     for student, (score, status, reason) in EXPECTED.items():
         outcome = outcomes[student]
         assert scores[student]["test_softmax"] == score, (student, outcome)
@@ -228,8 +216,9 @@ def test_every_submission_gets_its_score_and_reason(parallel):
     assert outcomes["right"].max_score == 5
 
 
-def test_csv_and_feedback(parallel):
-    course, _ = parallel
+@pytest.mark.e2e
+def test_csv_and_feedback(graded):
+    course, _, _ = graded
     rows = (course / "grades.csv").read_text().splitlines()
     assert rows[0].startswith("assignment,duedate,timestamp,student_id")
     assert len(rows) == 1 + len(EXPECTED)
@@ -246,39 +235,29 @@ def test_csv_and_feedback(parallel):
     assert graded.is_file()
 
 
-def test_serial_grades_equal_parallel_grades(parallel, serial):
-    course, outcomes = parallel
-    copy, url, serial_outcomes = serial
-    parallel_scores = _scores(f"sqlite:///{course / 'gradebook.db'}")
-    assert _scores(url) == {s: parallel_scores[s] for s in SERIAL}
-    assert {s: (o.status, o.score, o.reasons)
-            for s, o in serial_outcomes.items()} == {
-        s: (outcomes[s].status, outcomes[s].score, outcomes[s].reasons)
-        for s in SERIAL}
-
-
-def test_postgresql_gradebook(serial, pg_server):
-    url, why = pg_server
-    if url is None:
+@pytest.mark.e2e
+def test_postgresql_gradebook(graded, pg_server):
+    server, why = pg_server
+    if server is None:
         pytest.skip(f"no PostgreSQL server: {why}")
-    copy, used, outcomes = serial
-    assert used.startswith("postgresql://")
-    assert not (copy / "gradebook.db").exists()
-    assert _scores(used)["right"]["test_softmax"] == 3
-    assert len((copy / "grades.csv").read_text().splitlines()) == \
-        1 + len(SERIAL)
+    course, url, _ = graded
+    assert url.startswith("postgresql://")
+    assert not (course / "gradebook.db").exists()
+    assert _scores(url)["right"]["test_softmax"] == 3
 
 
-def test_rerun_grades_only_what_changed(parallel):
-    course, _ = parallel
-    db = f"sqlite:///{course / 'gradebook.db'}"
+@pytest.mark.e2e
+def test_rerun_grades_only_what_changed(graded):
+    course, db, _ = graded
     before = _scores(db)
-    again = {o.student: o for o in grade_class(_options(course, jobs=2))}
+    again = {o.student: o for o in grade_class(
+        _options(course, jobs=2, db_url=db))}
     assert {o.status for o in again.values()} == {"unchanged"}
     assert _scores(db) == before
     path = course / "submitted" / "unanswered" / ASSIGNMENT / f"{NAME}.ipynb"
     nbformat.write(_answer(nbformat.read(path, 4), RIGHT), path)
-    again = {o.student: o for o in grade_class(_options(course, jobs=2))}
+    again = {o.student: o for o in grade_class(
+        _options(course, jobs=2, db_url=db))}
     changed = {s for s, o in again.items() if o.status != "unchanged"}
     assert changed == {"unanswered"}
     assert _scores(db)["unanswered"]["test_softmax"] == 3
@@ -315,6 +294,7 @@ def test_unreadable_submissions_raise(tmp_path):
         grade_class(Options(root=ROOT, assignments=("99_none",)))
 
 
+@pytest.mark.e2e
 def test_lms_downloads_are_collected(tmp_path):
     course = tmp_path / "course"
     source = course / "solutions" / ASSIGNMENT
@@ -362,6 +342,7 @@ def test_feedback_marks_an_unanswered_written_question_as_missed():
     assert "no answer given" in row and "class='bad'" in row, row
 
 
+@pytest.mark.e2e
 def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
     course = _make_course(tmp_path / "course")
     for folder in (course / "submitted").iterdir():
@@ -386,6 +367,7 @@ def test_one_grading_run_at_a_time(tmp_path):
         grade_class(Options(root=tmp_path / "nowhere"))
 
 
+@pytest.mark.e2e
 def test_sandbox_keeps_read_only_folders_under_tmp(tmp_path):
     """A course or an installation under /tmp (a CI clone, pytest's own
     folders) stays readable, read-only, behind the kernel's private

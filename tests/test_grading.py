@@ -20,6 +20,13 @@ from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, WRONG
 EXERCISES = exercises()
 # The course_lib object each exercise asks the student to write again.
 REFERENCES = {name: e.forbidden_reference[0] for name, e in EXERCISES.items()}
+# The whole catalogue, judged here (tests/test_notebooks.py says which
+# answers are also graded end to end).
+CORRECT_CASES = [(e, label, s) for e, items in CORRECT.items()
+                 for label, s in items]
+WRONG_CASES = [(e, label, s) for e, items in WRONG.items()
+               for label, s in items]
+CHEAT_CASES = list(CHEATS)
 SETUP = ("import math\nimport torch\nimport torch.nn.functional as F\n"
          "from torch import nn\n"
          "from course_lib import attention as ref\n"
@@ -78,10 +85,7 @@ def test_every_exercise_has_a_catalogue():
     assert min(per_chapter.values()) >= 5, per_chapter
 
 
-@pytest.mark.parametrize(
-    "exercise, label, source",
-    [(e, label, s) for e, items in CORRECT.items() for label, s in items],
-)
+@pytest.mark.parametrize("exercise, label, source", CORRECT_CASES)
 def test_correct_alternatives_pass(exercise, label, source):
     grade(exercise, source)
 
@@ -104,10 +108,7 @@ def test_copies_of_the_reference_pass(exercise):
     assert flags and "like course_lib's reference" in flags[0], flags
 
 
-@pytest.mark.parametrize(
-    "exercise, label, source",
-    [(e, label, s) for e, items in WRONG.items() for label, s in items],
-)
+@pytest.mark.parametrize("exercise, label, source", WRONG_CASES)
 def test_misconceptions_are_named(exercise, label, source):
     with pytest.raises(GradingError) as failure:
         grade(exercise, source)
@@ -117,8 +118,8 @@ def test_misconceptions_are_named(exercise, label, source):
 
 
 @pytest.mark.parametrize(
-    "label, exercise, source, expected", CHEATS,
-    ids=[c[0] for c in CHEATS],
+    "label, exercise, source, expected", CHEAT_CASES,
+    ids=[c[0] for c in CHEAT_CASES],
 )
 def test_cheats_earn_nothing(label, exercise, source, expected):
     with pytest.raises(GradingError) as failure:

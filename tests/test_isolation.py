@@ -399,6 +399,7 @@ def test_links_and_deep_folders_stay_in_the_box(attacked):
     assert size <= box.COPY_BACK["max_bytes"] + 2**20
 
 
+@pytest.mark.e2e
 def test_the_launcher_imports_nothing_from_the_working_folder(tmp_path):
     """Standard-library names next to the notebook: the launcher (root)
     runs in isolated mode, so none of them is imported; the kernel's
@@ -412,6 +413,7 @@ def test_the_launcher_imports_nothing_from_the_working_folder(tmp_path):
     assert "argparse.py" in names and uid >= box.UID_BASE, result
 
 
+@pytest.mark.e2e
 def test_the_cases_file_reaches_the_kernel(tmp_path, monkeypatch):
     cases = tmp_path / "cases.json"
     cases.write_text('{"hidden": [1, 2, 3]}')

@@ -1,11 +1,19 @@
-"""End-to-end tests of the chapters through nbgrader's autograder.
+"""The chapters' notebooks, statically and end to end through nbgrader.
 
-For each chapter: the released notebook matches its source, carries no
-outputs and no solution; the solution autogrades to full marks; the
-unanswered notebook scores zero; each named misconception loses the points
-of its exercise with the message that names it; alternative correct
-answers keep full marks; cheats earn nothing. Scores are read from the
-gradebook, never from an exit code.
+Statically: each released notebook matches its source and carries no
+outputs and no solution; every exercise has its test cells and no exercise
+reads a name a cell skipped by the grader binds.
+
+End to end, every chapter in one batch of one course, graded the way
+``make grade`` grades (cells tagged ``skip-when-grading`` skipped): the
+solution gets full marks; the unanswered notebook scores zero; per
+exercise one correct alternative keeps its points, one named misconception
+loses them with the message that names it and one cheat earns nothing;
+every notebook-level cheat earns nothing. Scores are read from the
+gradebook, never from an exit code. The rest of the catalogue is judged in
+process (``tests/test_grading.py``); ``test_every_answer_has_a_path`` says
+which path checks each answer. One chapter is graded again with every
+narrative cell run, as the canary of the skipping.
 """
 
 import json
@@ -16,19 +24,14 @@ import pytest
 
 from course_tools import release
 from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, NOTEBOOK_CHEATS, WRONG
-from tests.nbgrading import (
-    ROOT,
-    grade_chapter,
-    lean,
-    notebook_path,
-    with_answers,
-)
+from tests.nbgrading import ROOT, grade_course, notebook_path, with_answers
 
 CHAPTERS = sorted(
     p.name for p in (ROOT / "solutions").iterdir()
     if p.is_dir() and p.name[:2].isdigit()
 )
 PRELUDE = "import math\nimport torch\nfrom torch import nn\n"
+CANARY = "02_self_attention"  # its narrative is short
 
 
 def exercises_of(chapter):
@@ -44,69 +47,67 @@ def grade_cells(notebook):
     return cells
 
 
+def end_to_end_picks():
+    """The answers graded end to end: ``{exercise: {verdict: (label,
+    source, what the message must say)}}`` with verdicts ``keep`` (the
+    first correct alternative), ``lose`` (the first misconception) and
+    ``nothing`` (the first cheat)."""
+    picks = {}
+    for exercise in CHAPTER_OF:
+        chosen = picks.setdefault(exercise, {})
+        if CORRECT.get(exercise):
+            label, source = CORRECT[exercise][0]
+            chosen["keep"] = (label, source, "")
+        if WRONG.get(exercise):
+            label, source = WRONG[exercise][0]
+            chosen["lose"] = (label, source, label)
+        cheat = next((c for c in CHEATS if c[1] == exercise), None)
+        if cheat:
+            label, _, source, expected = cheat
+            chosen["nothing"] = (label, source, expected)
+    return picks
+
+
+STUDENT_OF = {"keep": "right", "lose": "wrong", "nothing": "cheat"}
+
+
 def build_submissions(chapter):
+    """``({student: notebook}, {student: {exercise: (verdict, label,
+    expected message)}})`` for one chapter."""
     solution = nbformat.read(notebook_path(chapter), 4)
     released = nbformat.read(notebook_path(chapter, "chapters"), 4)
-    exercises = exercises_of(chapter)
     submissions = {"solution": solution, "unanswered": released}
     expectations = {}
-
-    def add(kind, pool, label_of, verdict):
-        depth = max((len(pool.get(e, [])) for e in exercises), default=0)
-        for k in range(depth):
-            picked = {e: pool[e][k] for e in exercises
-                      if k < len(pool.get(e, []))}
-            student = f"{kind}{k}"
-            submissions[student] = with_answers(solution, {
-                e: PRELUDE + source_of(item) for e, item in picked.items()
-            })
-            expectations[student] = {
-                e: (verdict, label_of(item)) for e, item in picked.items()
-            }
-
-    def source_of(item):
-        return item[1] if len(item) == 2 else item[2]
-
-    add("wrong", WRONG, lambda item: item[0], "lose")
-    add("right", CORRECT, lambda item: item[0], "keep")
-    cheats = {}
-    for label, exercise, source, expected in CHEATS:
-        cheats.setdefault(exercise, []).append((label, source, expected))
-    add("cheat", {e: [(lbl, src) for lbl, src, _ in items]
-                  for e, items in cheats.items()},
-        lambda item: item[0], "nothing")
-    # The message each cheat must produce.
-    for student, expected in expectations.items():
-        if student.startswith("cheat"):
-            for exercise, (verdict, label) in expected.items():
-                match = next(x for x in cheats[exercise] if x[0] == label)
-                expected[exercise] = (verdict, match[2])
-    for k, (_label, exercise, source) in enumerate(NOTEBOOK_CHEATS):
+    picks = end_to_end_picks()
+    for verdict, student in STUDENT_OF.items():
+        chosen = {e: picks[e][verdict] for e in exercises_of(chapter)
+                  if verdict in picks[e]}
+        if not chosen:
+            continue
+        submissions[student] = with_answers(solution, {
+            e: PRELUDE + source for e, (_, source, _) in chosen.items()})
+        expectations[student] = {
+            e: (verdict, label, expected)
+            for e, (label, _, expected) in chosen.items()}
+    for k, (label, exercise, source) in enumerate(NOTEBOOK_CHEATS):
         if CHAPTER_OF[exercise] == chapter:
             student = f"nbcheat{k}"
             submissions[student] = with_answers(
                 solution, {exercise: PRELUDE + source})
-            expectations[student] = {exercise: ("nothing", "")}
+            expectations[student] = {exercise: ("nothing", label, "")}
     return submissions, expectations
 
 
-@pytest.fixture(scope="module", params=CHAPTERS)
-def graded(request, tmp_path_factory):
-    """The whole solution and the released notebook run every cell; the
-    catalogue's answers are graded on lean notebooks (see ``lean``)."""
-    chapter = request.param
-    submissions, expectations = build_submissions(chapter)
-    whole = ("solution", "unanswered")
-    results = grade_chapter(chapter, {s: submissions[s] for s in whole},
-                            tmp_path_factory.mktemp("course"))
-    catalogue = {s: lean(nb) for s, nb in submissions.items()
-                 if s not in whole}
-    results.update(grade_chapter(
-        chapter, catalogue, tmp_path_factory.mktemp("course"),
-        source=lean(nbformat.read(notebook_path(chapter), 4))))
-    return chapter, results, expectations
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Every chapter's submissions, graded in one batch."""
+    built = {chapter: build_submissions(chapter) for chapter in CHAPTERS}
+    results = grade_course({c: subs for c, (subs, _) in built.items()},
+                           tmp_path_factory.mktemp("course"))
+    return {c: (results[c], built[c][1]) for c in CHAPTERS}
 
 
+@pytest.mark.e2e
 def test_released_notebooks_are_up_to_date(tmp_path):
     assert CHAPTERS, "no chapters in solutions/"
     for chapter in CHAPTERS:
@@ -149,17 +150,19 @@ def test_each_exercise_has_tests_and_a_written_question(chapter):
     assert manual, "at least one manually graded written question"
 
 
-def test_solution_gets_full_marks(graded):
-    chapter, results, _ = graded
-    result = results["solution"]
+@pytest.mark.e2e
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_solution_gets_full_marks(graded, chapter):
+    result = graded[chapter][0]["solution"]
     for grade_id, (score, max_score) in result.scores.items():
         if grade_id.startswith("test_"):
             assert score == max_score, (grade_id, result.messages[grade_id])
 
 
-def test_unanswered_scores_zero(graded):
-    chapter, results, _ = graded
-    result = results["unanswered"]
+@pytest.mark.e2e
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_unanswered_scores_zero(graded, chapter):
+    result = graded[chapter][0]["unanswered"]
     tests = [g for g in result.scores if g.startswith("test_")]
     assert len(tests) == len(exercises_of(chapter))
     for grade_id in tests:
@@ -167,29 +170,71 @@ def test_unanswered_scores_zero(graded):
         assert "not implemented yet" in result.messages[grade_id]
 
 
-def test_wrong_right_and_cheating_answers(graded):
-    chapter, results, expectations = graded
-    checked = 0
+@pytest.mark.e2e
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_right_wrong_and_cheating_answers(graded, chapter):
+    results, expectations = graded[chapter]
     for student, expected in expectations.items():
         result = results[student]
-        for exercise, (verdict, label) in expected.items():
+        for exercise, (verdict, label, message_part) in expected.items():
             grade_id = f"test_{exercise}"
             score, max_score = result.scores[grade_id]
             message = result.messages[grade_id]
             if verdict == "keep":
-                assert score == max_score, (student, exercise, message)
+                assert score == max_score, (student, label, message)
             else:
                 assert score == 0, (student, exercise, label)
-                assert label in message, (student, exercise, message)
-            checked += 1
-        untouched = set(exercises_of(chapter)) - set(expected)
+                assert message_part in message, (student, label, message)
         if not student.startswith("nbcheat"):
-            for exercise in untouched:
+            for exercise in set(exercises_of(chapter)) - set(expected):
                 score, max_score = result.scores[f"test_{exercise}"]
                 assert score == max_score, (student, exercise)
-    wrong = sum(len(WRONG.get(e, [])) for e in exercises_of(chapter))
-    assert wrong >= 5
-    assert checked >= wrong
+    verdicts = {v for exp in expectations.values()
+                for v, _, _ in exp.values()}
+    assert verdicts == {"keep", "lose", "nothing"}, (chapter, verdicts)
+
+
+def test_every_answer_has_a_path():
+    """Which path judges each answer of the catalogue: in process
+    (tests/test_grading.py judges every correct alternative, misconception
+    and cheat), end to end (the picks above and every notebook-level
+    cheat), or both. Every answer has at least one; every exercise has
+    its picks end to end (a cheat where the catalogue has one)."""
+    from tests import test_grading
+
+    in_process = {("keep", e, label) for e, label, _ in
+                  test_grading.CORRECT_CASES}
+    in_process |= {("lose", e, label) for e, label, _ in
+                   test_grading.WRONG_CASES}
+    in_process |= {("nothing", e, label) for label, e, _, _ in
+                   test_grading.CHEAT_CASES}
+    end_to_end = {(v, e, pick[0]) for e, chosen in
+                  end_to_end_picks().items() for v, pick in chosen.items()}
+    end_to_end |= {("nothing", e, label) for label, e, _ in NOTEBOOK_CHEATS}
+    catalogue = {("keep", e, label) for e, items in CORRECT.items()
+                 for label, _ in items}
+    catalogue |= {("lose", e, label) for e, items in WRONG.items()
+                  for label, _ in items}
+    catalogue |= {("nothing", e, label) for label, e, _, _ in CHEATS}
+    catalogue |= {("nothing", e, label) for label, e, _ in NOTEBOOK_CHEATS}
+    rows = []
+    for answer in sorted(catalogue):
+        paths = [name for name, judged in (("in process", in_process),
+                                            ("end to end", end_to_end))
+                 if answer in judged]
+        assert paths, f"nothing judges {answer}"
+        rows.append(f"{answer[1]:32} {answer[0]:8} {', '.join(paths):24}"
+                    f" {answer[2]}")
+    print("\n".join(rows))
+    cheated = {e for _, e, _, _ in CHEATS}
+    for exercise in CHAPTER_OF:
+        picked = {v for v, e, _ in end_to_end if e == exercise}
+        wanted = {"keep", "lose"} | (
+            {"nothing"} if exercise in cheated else set())
+        assert picked >= wanted, (exercise, picked)
+    both = len(in_process & end_to_end)
+    print(f"{len(catalogue)} answers: {len(in_process)} in process, "
+          f"{len(end_to_end)} end to end, {both} both")
 
 
 def _reads(source):
@@ -253,20 +298,15 @@ def test_no_exercise_depends_on_a_cell_the_grader_skips(chapter):
 
 
 @pytest.mark.e2e
-def test_skipping_tagged_cells_changes_no_grade(tmp_path):
-    """Chapter 2's solution and catalogue, graded with the tagged cells
-    skipped and run: the same scores and messages."""
-    chapter = "02_self_attention"
-    submissions, _ = build_submissions(chapter)
-    picked = {s: nb for s, nb in submissions.items()
-              if s in ("solution", "unanswered", "wrong0", "wrong1",
-                       "right0", "cheat0", "nbcheat0")}
-    (tmp_path / "skip").mkdir()
-    (tmp_path / "full").mkdir()
-    skipped = grade_chapter(chapter, picked, tmp_path / "skip")
-    full = grade_chapter(chapter, picked, tmp_path / "full",
-                         skip_tagged=False)
-    assert set(skipped) == set(full) == set(picked)
+def test_skipping_tagged_cells_changes_no_grade(graded, tmp_path):
+    """The canary: one chapter's solution and wrong answers, graded with
+    every narrative cell run, get the scores and messages they get with
+    those cells skipped."""
+    results, _ = graded[CANARY]
+    submissions, _ = build_submissions(CANARY)
+    picked = {s: submissions[s] for s in ("solution", "wrong")}
+    full = grade_course({CANARY: picked}, tmp_path,
+                        skip_tagged=False)[CANARY]
     for student in picked:
-        assert skipped[student].scores == full[student].scores, student
-        assert skipped[student].messages == full[student].messages
+        assert full[student].scores == results[student].scores, student
+        assert full[student].messages == results[student].messages
