@@ -1,13 +1,15 @@
 """Generate the student notebooks in ``chapters/`` from ``solutions/``.
 
-    python -m course_tools.release 01_attention_coefficients ...
+    python -m course_tools.release [--root COURSE] [CHAPTER ...]
 
 Each chapter is released by ``nbgrader generate_assignment`` in a scratch
 copy of the course (so the repository's gradebook is left alone), then
 copied into ``chapters/`` with outputs and execution counts cleared.
-``make release`` runs this for every chapter.
+``make release`` runs this for every chapter. The course is the working
+directory (or the nearest folder above it that holds one) or ``--root``.
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -16,16 +18,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from course_tools.root import course_root
 
 
 def _nbgrader():
     return str(Path(sys.executable).with_name("nbgrader"))
 
 
-def generate(chapter, root=ROOT, destination=None):
-    """Release one chapter; return the folder holding its notebooks."""
-    source = Path(root) / "solutions" / chapter
+def generate(chapter, root=None, destination=None):
+    """Release one chapter of the course at ``root`` (default: the one
+    around the working directory); return the folder holding its
+    notebooks."""
+    root = course_root(root)
+    source = root / "solutions" / chapter
     if not source.is_dir():
         raise ValueError(f"no chapter folder {source}")
     destination = Path(destination or Path(root) / "chapters" / chapter)
@@ -67,13 +72,25 @@ def clean(path):
     )
 
 
-def main(chapters):
-    if not chapters:
-        chapters = sorted(p.name for p in (ROOT / "solutions").iterdir()
-                          if p.is_dir() and p.name[:2].isdigit())
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m course_tools.release")
+    parser.add_argument("chapters", nargs="*",
+                        help="chapter folders (default: every chapter)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the course (default: the working directory "
+                        "or the nearest folder above it with "
+                        "nbgrader_config.py and solutions/)")
+    args = parser.parse_args(argv)
+    try:
+        root = course_root(args.root)
+    except ValueError as error:
+        parser.error(str(error))
+    chapters = args.chapters or sorted(
+        p.name for p in (root / "solutions").iterdir()
+        if p.is_dir() and p.name[:2].isdigit())
     for chapter in chapters:
-        print(f"released {generate(chapter)}")
+        print(f"released {generate(chapter, root)}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
