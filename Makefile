@@ -20,17 +20,20 @@ help:
 	@echo "make release  regenerate chapters/ from solutions/ (nbgrader)"
 	@echo "make grade    autograde submitted/ in parallel (ARGS=--jobs 4 ...)"
 	@echo "make bench-grade  time make grade against serial nbgrader"
-	@echo "make lint     ruff over course_lib, tests and notebooks"
+	@echo "make lint     ruff over the library, tools, tests, notebooks"
 	@echo "make lock     re-pin constraints.txt from requirements.txt"
 
 # The environment is rebuilt when it is missing or older than the files
-# that describe it.
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+# that describe it. Two projects, both editable: the library course_lib
+# (pyproject.toml) and the course's tooling course_tools (its own
+# pyproject.toml), which every target below runs on the course here.
+$(STAMP): requirements.txt constraints.txt pyproject.toml \
+		course_tools/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		-r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		--no-deps --no-build-isolation -e .
+		--no-deps --no-build-isolation -e . -e ./course_tools
 	@touch $@
 
 setup: $(STAMP)
@@ -38,11 +41,11 @@ setup: $(STAMP)
 # Strict (a warning or a cell error fails), cached in _build/.jupyter_cache;
 # a chapter re-executes when the course_lib code it imports changes.
 book: $(STAMP)
-	$(BIN)/python -m course_tools.book student
+	$(BIN)/python -m course_tools.book student --root .
 
 # Solutions and hidden tests behind toggles; not executed (README).
 book-solutions: $(STAMP)
-	$(BIN)/python -m course_tools.book solutions
+	$(BIN)/python -m course_tools.book solutions --root .
 
 # Two Debian packages that some tests need, installed with apt-get when
 # missing (CI runs as root on a fresh machine); says which and why, once.
@@ -75,18 +78,18 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e"
 
 lint: $(STAMP)
-	$(BIN)/ruff check course_lib tests solutions
+	$(BIN)/ruff check course_lib course_tools tests benchmarks solutions
 
 # Grade the class: every submission in submitted/<student>/<assignment>/,
 # e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".
 grade: $(STAMP)
-	$(BIN)/python -m course_tools.classroom $(ARGS)
+	$(BIN)/python -m course_tools.classroom --course . $(ARGS)
 
 bench-grade: $(STAMP)
 	$(BIN)/python benchmarks/grade_class.py $(ARGS)
 
 release: $(STAMP)
-	$(BIN)/python -m course_tools.release $(CHAPTERS)
+	$(BIN)/python -m course_tools.release --root . $(CHAPTERS)
 
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv

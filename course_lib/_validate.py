@@ -51,24 +51,56 @@ def batch_shape(*shapes, what):
         ) from None
 
 
-def require_mask(mask, n_queries, n_keys, batch=()):
-    """Check a bool mask broadcastable to ``(*batch, n_queries, n_keys)``."""
+def _require_bool_mask(mask):
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask)
         raise ValueError(
             "mask must be a bool tensor (True where a query may attend), "
             f"got {got}"
         )
-    target = (*batch, n_queries, n_keys)
+
+
+def _broadcasts_to(shape, target):
+    """Whether ``shape`` broadcasts *to* ``target`` (not beyond it)."""
     try:
-        shape = torch.broadcast_shapes(mask.shape, target)
+        return tuple(torch.broadcast_shapes(shape, target)) == tuple(target)
     except RuntimeError:
-        shape = None
-    if shape is None or tuple(shape[-2:]) != (n_queries, n_keys):
+        return False
+
+
+def require_mask(mask, n_queries, n_keys, batch=()):
+    """Check a bool mask broadcastable to ``(*batch, n_queries, n_keys)``:
+    a mask with more dimensions, or larger ones, would silently broadcast
+    the output into another shape."""
+    _require_bool_mask(mask)
+    target = (*batch, n_queries, n_keys)
+    if not _broadcasts_to(mask.shape, target):
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to "
             f"(..., N_q, N_k) = {target}"
         )
+
+
+def require_head_mask(mask, n_heads, n_queries, n_keys, batch=()):
+    """A mask for ``H`` heads at once, shaped to broadcast to ``(*batch,
+    H, N_q, N_k)``: a mask of at most ``len(batch) + 2`` dimensions
+    (broadcastable to ``(*batch, N_q, N_k)``) applies to every head; one
+    of ``len(batch) + 3`` dimensions is per head, ``(*batch, H, N_q,
+    N_k)`` or broadcastable to it. Returns the mask with a head axis."""
+    _require_bool_mask(mask)
+    every_head = (*batch, n_queries, n_keys)
+    if mask.dim() <= len(every_head):
+        require_mask(mask, n_queries, n_keys, batch)
+        return mask.unsqueeze(-3)  # (..., 1, N_q, N_k)
+    per_head = (*batch, n_heads, n_queries, n_keys)
+    if mask.dim() > len(per_head) or not _broadcasts_to(mask.shape,
+                                                         per_head):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} broadcasts neither to "
+            f"(..., N_q, N_k) = {every_head} (every head) nor to "
+            f"(..., H, N_q, N_k) = {per_head} (one mask per head)"
+        )
+    return mask  # (..., H or 1, N_q, N_k)
 
 
 def require_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False):

@@ -50,6 +50,11 @@ def softmax(x, dim=-1):
     keeps ``exp`` finite for inputs such as 1000 and -1000.
     """
     require_tensor(x, "x", min_dim=1)
+    return _softmax(x, dim)
+
+
+def _softmax(x, dim):
+    """softmax on a checked input."""
     # softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x)
     x_max = x.amax(dim=dim, keepdim=True)
     # A row of -inf (every key masked) has no finite maximum: shift by 0.
@@ -92,17 +97,20 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     all-zero weights and a zero output.
     """
     batch = require_qkv(Q, K, V)
-    n_q, d_k = Q.shape[-2:]
-    n_k = K.shape[-2]
     if mask is not None:
-        require_mask(mask, n_q, n_k, batch)
+        require_mask(mask, Q.shape[-2], K.shape[-2], batch)
+    return _attend(Q, K, V, mask)
 
+
+def _attend(Q, K, V, mask=None):
+    """scaled_dot_product_attention on checked inputs."""
+    d_k = Q.shape[-1]
     # S = Q K^T / sqrt(d_k)                         (..., N_q, N_k)
     scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     # A = softmax(S) over the keys                  (..., N_q, N_k)
-    A = softmax(scores, dim=-1)
+    A = _softmax(scores, dim=-1)
     if mask is not None:
         # Exact zeros, also for a query with no key at all (0/0 there).
         A = A.masked_fill(~mask, 0.0)
@@ -147,7 +155,8 @@ class SelfAttention(nn.Module):
     ``W_q`` and ``W_k`` map ``d_model -> d_k``, ``W_v`` maps
     ``d_model -> d_v`` (``d_v`` defaults to ``d_k``). ``forward(X, mask)``
     takes ``X (..., N, d_model)`` and returns ``(Y, A)`` with
-    ``Y (..., N, d_v)`` and ``A (..., N, N)``. With ``context`` of shape
+    ``Y (..., N, d_v)`` and ``A (..., N, N)`` (``Y`` alone with the
+    keyword ``return_attention=False``). With ``context`` of shape
     ``(..., N_k, d_model)`` it is cross-attention: queries from ``X``, keys
     and values from ``context``, and ``A`` is ``(..., N, N_k)``.
     """
@@ -162,7 +171,8 @@ class SelfAttention(nn.Module):
         self.W_k = nn.Linear(d_model, d_k, bias=bias)
         self.W_v = nn.Linear(d_model, d_v, bias=bias)
 
-    def forward(self, X, mask=None, *, context=None):
+    def forward(self, X, mask=None, *, context=None,
+                return_attention=True):
         context = X if context is None else context
         require_tokens(X, "X", self.d_model)
         require_tokens(context, "context", self.d_model)
@@ -170,4 +180,5 @@ class SelfAttention(nn.Module):
         Q = self.W_q(X)
         K = self.W_k(context)
         V = self.W_v(context)
-        return scaled_dot_product_attention(Q, K, V, mask)
+        Y, A = scaled_dot_product_attention(Q, K, V, mask)
+        return (Y, A) if return_attention else Y

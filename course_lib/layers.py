@@ -16,10 +16,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_lib._validate import (
+    require_head_mask,
     require_positive_int,
     require_probability,
     require_same_dtype,
     require_tensor,
+    require_tokens,
 )
 from course_lib.multihead import MultiHeadAttention
 
@@ -164,9 +166,10 @@ class TransformerLayer(nn.Module):
 
     ``forward(X, mask=None, *, return_attention=False)`` maps
     ``X (..., N, d_model)`` to ``Y (..., N, d_model)``; ``mask`` is bool,
-    broadcastable to ``(..., N, N)``, ``True`` where a query may attend.
-    With ``return_attention=True`` it returns ``(Y, A)`` with the
-    attention weights ``A (..., H, N, N)``.
+    ``True`` where a query may attend, broadcastable to ``(..., N, N)``
+    (every head) or to ``(..., H, N, N)`` (one mask per head). With
+    ``return_attention=True`` it returns ``(Y, A)`` with the attention
+    weights ``A (..., H, N, N)``.
 
     ``dropout`` (default 0) applies in training mode, as in Vaswani et al.
     (2017): to the attention weights, and to each sublayer's output before
@@ -194,35 +197,37 @@ class TransformerLayer(nn.Module):
         return X
 
     def forward(self, X, mask=None, *, return_attention=False):
-        require_tensor(X, "X", min_dim=2)
-        *batch, N, D = X.shape
-        if D != self.d_model:
-            raise ValueError(
-                f"X must have d_model = {self.d_model} features, got shape "
-                f"{tuple(X.shape)}"
-            )
-        require_same_dtype(X=X, parameters=self.norm1.weight)
+        mask = _checked_input(X, mask, d_model=self.d_model,
+                              n_heads=self.n_heads, like=self.norm1.weight)
+        Y, A = self._forward(X, mask)
+        return (Y, A) if return_attention else Y
+
+    def _forward(self, X, mask):
+        """``(Y, A)`` for checked inputs; ``mask`` has a head axis."""
+        attend = self.attention._attend  # the inputs are checked
         if self.norm_first:
+            X_norm = self.norm1(X)  # LN_1(X)                   (..., N, D)
             # MHA(LN_1(X)) and its weights A   (..., N, D), (..., H, N, N)
-            attended, A = self.attention(self.norm1(X), mask)
+            attended, A = attend(X_norm, X_norm, mask)
             # Z = X + Dropout(MHA(LN_1(X)))             (..., N, D)
             Z = X + self._drop(attended)
             # Y = Z + Dropout(FFN(LN_2(Z)))             (..., N, D)
             Y = Z + self._drop(self.feed_forward(self.norm2(Z)))
         else:
             # MHA(X) and its weights A         (..., N, D), (..., H, N, N)
-            attended, A = self.attention(X, mask)
+            attended, A = attend(X, X, mask)
             # Z = LN_1(X + Dropout(MHA(X)))             (..., N, D)
             Z = self.norm1(X + self._drop(attended))
             # Y = LN_2(Z + Dropout(FFN(Z)))             (..., N, D)
             Y = self.norm2(Z + self._drop(self.feed_forward(Z)))
-        return (Y, A) if return_attention else Y
+        return Y, A
 
     @classmethod
     def from_torch(cls, layer):
         """A copy of an ``nn.TransformerEncoderLayer`` with the same weights.
 
-        Supported: ReLU activation, ``bias=True``, affine layer norms,
+        Supported: ReLU activation (``"relu"``, ``F.relu``,
+        ``torch.relu`` or ``nn.ReLU()``), ``bias=True``, affine layer norms,
         either ``norm_first``, either ``batch_first``. In eval mode (no
         dropout) the outputs match; the copy takes PyTorch's dropout rate
         and training mode
@@ -238,9 +243,12 @@ class TransformerLayer(nn.Module):
                 f"{type(layer).__name__}"
             )
         activation = layer.activation
-        if not (activation is F.relu or isinstance(activation, nn.ReLU)):
+        relu = (F.relu, torch.relu, torch.nn.functional.relu)
+        if not (any(activation is f for f in relu)
+                or isinstance(activation, nn.ReLU)):
             raise ValueError(
-                "only the ReLU activation is supported, got "
+                "only the ReLU activation is supported (F.relu, torch.relu "
+                "or nn.ReLU()), got "
                 f"{getattr(activation, '__name__', activation)!r}"
             )
         if layer.linear1.bias is None or layer.linear2.bias is None:
@@ -280,6 +288,17 @@ class TransformerLayer(nn.Module):
         return copy.train(layer.training)
 
 
+def _checked_input(X, mask, *, d_model, n_heads, like):
+    """Check a layer's input ``X (..., N, d_model)`` and ``mask``; return
+    the mask with a head axis (``(..., 1 or H, N, N)``) or None."""
+    require_tokens(X, "X", d_model)
+    require_same_dtype(X=X, parameters=like)
+    if mask is None:
+        return None
+    N = X.shape[-2]
+    return require_head_mask(mask, n_heads, N, N, X.shape[:-2])
+
+
 class TransformerEncoder(nn.Module):
     """A stack of ``n_layers`` :class:`TransformerLayer` in ``layers``.
 
@@ -313,10 +332,14 @@ class TransformerEncoder(nn.Module):
         self.norm_first = bool(norm_first)
 
     def forward(self, X, mask=None, *, return_attention=False):
+        first = self.layers[0]
+        # checked once for every layer; the mask gets a head axis
+        mask = _checked_input(X, mask, d_model=self.d_model,
+                              n_heads=first.n_heads, like=first.norm1.weight)
         weights = []
         for layer in self.layers:
             # X_l = Layer_l(X_{l-1})                    (..., N, d_model)
-            X, A = layer(X, mask, return_attention=True)
+            X, A = layer._forward(X, mask)
             weights.append(A)
         # Y = LN(X_L) for pre-LN, Y = X_L for post-LN   (..., N, d_model)
         Y = self.norm(X)

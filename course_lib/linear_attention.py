@@ -23,6 +23,7 @@ import torch
 
 from course_lib._validate import (
     FLOAT_DTYPES,
+    batch_shape,
     require_mask,
     require_positive_int,
     require_qkv,
@@ -175,6 +176,8 @@ def _check_state(state, batch, m, d_v, like):
             f"z (..., m) = (..., {m}), got S {tuple(S.shape)} and "
             f"z {tuple(z.shape)}"
         )
+    batch_shape(S.shape[:-2], z.shape[:-1], batch,
+                what="the state's S and z and the tokens")
     return S, z
 
 
@@ -191,8 +194,12 @@ def recurrent_linear_attention_step(
     batch = require_qkv(q, k, v, min_dim=1, eps=eps)
     phi_q = _features(feature_map, q, "q")  # (..., m)
     phi_k = _features(feature_map, k, "k")  # (..., m)
-    m, d_v = phi_k.shape[-1], v.shape[-1]
-    S, z = _check_state(state, batch, m, d_v, q)
+    S, z = _check_state(state, batch, phi_k.shape[-1], v.shape[-1], q)
+    return _recurrent_step(S, z, phi_q, phi_k, v, eps)
+
+
+def _recurrent_step(S, z, phi_q, phi_k, v, eps):
+    """One recurrent step on checked inputs and computed features."""
     # S_n = S_{n-1} + phi(k_n)^T v_n                (..., m, d_v)
     S = S + phi_k.unsqueeze(-1) * v.unsqueeze(-2)
     # z_n = z_{n-1} + phi(k_n)                      (..., m)
@@ -219,10 +226,16 @@ def chunked_linear_attention_step(
     batch = require_qkv(Q, K, V, eps=eps, causal=True)
     phi_Q = _features(feature_map, Q, "Q")  # (..., c, m)
     phi_K = _features(feature_map, K, "K")  # (..., c, m)
-    c, m, d_v = Q.shape[-2], phi_K.shape[-1], V.shape[-1]
-    S, z = _check_state(state, batch, m, d_v, Q)
+    S, z = _check_state(state, batch, phi_K.shape[-1], V.shape[-1], Q)
+    return _chunk_step(S, z, phi_Q, phi_K, V, eps)
+
+
+def _chunk_step(S, z, phi_Q, phi_K, V, eps):
+    """One chunk on checked inputs and computed features."""
+    c = phi_Q.shape[-2]
     # W_nj = phi(q_n) . phi(k_j) for j <= n inside the chunk  (..., c, c)
-    inside = torch.ones(c, c, dtype=torch.bool, device=Q.device).tril()
+    inside = torch.ones(c, c, dtype=torch.bool,
+                        device=phi_Q.device).tril()
     W = (phi_Q @ phi_K.transpose(-2, -1)).masked_fill(~inside, 0.0)
     # phi(q_n) S + sum_{j <= n} W_nj v_j              (..., c, d_v)
     numerator = phi_Q @ S + W @ V
@@ -244,15 +257,17 @@ def chunked_linear_attention(
     :func:`causal_linear_attention` with memory ``(..., c, c)`` and
     ``(..., m, d_v)`` instead of ``(..., N, m, d_v)``.
     """
-    require_qkv(Q, K, V, eps=eps, causal=True)
+    batch = require_qkv(Q, K, V, eps=eps, causal=True)
     require_positive_int(chunk_size, "chunk_size")
-    state, outputs = None, []
+    # the features of every token at once, checked once  (..., N, m)
+    phi_Q = _features(feature_map, Q, "Q")
+    phi_K = _features(feature_map, K, "K")
+    S, z = _check_state(None, batch, phi_K.shape[-1], V.shape[-1], Q)
+    outputs = []
     for start in range(0, Q.shape[-2], chunk_size):
         part = slice(start, start + chunk_size)
-        out, state = chunked_linear_attention_step(
-            state, Q[..., part, :], K[..., part, :], V[..., part, :],
-            feature_map, eps,
-        )
+        out, (S, z) = _chunk_step(S, z, phi_Q[..., part, :],
+                                  phi_K[..., part, :], V[..., part, :], eps)
         outputs.append(out)  # (..., c, d_v)
     return torch.cat(outputs, dim=-2)  # (..., N, d_v)
 
@@ -266,13 +281,15 @@ def recurrent_linear_attention(
     :func:`recurrent_linear_attention_step` from a zero state and equals
     :func:`causal_linear_attention` with memory ``(..., m, d_v)``.
     """
-    require_qkv(Q, K, V, eps=eps, causal=True)
-    state, outputs = None, []
+    batch = require_qkv(Q, K, V, eps=eps, causal=True)
+    # the features of every token at once, checked once  (..., N, m)
+    phi_Q = _features(feature_map, Q, "Q")
+    phi_K = _features(feature_map, K, "K")
+    S, z = _check_state(None, batch, phi_K.shape[-1], V.shape[-1], Q)
+    outputs = []
     for n in range(Q.shape[-2]):
-        out, state = recurrent_linear_attention_step(
-            state, Q[..., n, :], K[..., n, :], V[..., n, :],
-            feature_map, eps,
-        )
+        out, (S, z) = _recurrent_step(S, z, phi_Q[..., n, :],
+                                      phi_K[..., n, :], V[..., n, :], eps)
         outputs.append(out)  # (..., d_v)
     return torch.stack(outputs, dim=-2)  # (..., N, d_v)
 
@@ -300,6 +317,14 @@ def favor_plus_features(X, W):
     ``E[phi(q) . phi(k)] = exp(q . k)``. To approximate
     ``softmax(Q K^T / sqrt(d_k))`` the caller scales ``Q`` and ``K`` by
     ``d_k ** -0.25`` first, as :func:`favor_plus_attention` does.
+
+    The features are computed as written, without rescaling: as ``|x|``
+    grows, ``-|x|^2 / 2`` outweighs ``x W^T`` and every feature of a row
+    underflows to exactly 0 (in float32 once the exponent is below about
+    -104, e.g. for ``x`` of norm 30 with ``d = 4``; in float64 below about
+    -745), and a ratio of such features is 0/0. For attention use
+    :func:`favor_plus_attention`, which rescales the features in log space
+    so that the largest is 1.
     """
     return torch.exp(_favor_log_features(X, W))
 

@@ -5,9 +5,16 @@ Conventions (shared by every module of ``course_lib``): tokens are rows,
 ``X`` is ``(..., N, D)`` with ``D = d_model``; ``H`` heads of
 ``d_head = D // H`` features each; per-head tensors are ``(..., H, N,
 d_head)``; attention weights are ``(..., H, N_q, N_k)`` and sum to 1 over
-the keys; a mask is bool, broadcastable to ``(..., N_q, N_k)``, ``True``
-where a query may attend, and applies to every head. Float32 and float64
-inputs keep their dtype.
+the keys; a mask is bool, ``True`` where a query may attend: broadcastable
+to ``(..., N_q, N_k)`` it applies to every head, and with one dimension
+more, broadcastable to ``(..., H, N_q, N_k)``, it is one mask per head (as
+in ``F.scaled_dot_product_attention``); any other shape is a
+``ValueError``. Float32 and float64 inputs keep their dtype.
+
+Every module that can return attention weights takes the keyword
+``return_attention``: the attention layers (``SelfAttention``,
+``MultiHeadAttention``) return ``(Y, A)`` by default, like the attention
+functions; the layers and models built on them return ``Y`` by default.
 """
 
 import torch
@@ -16,14 +23,14 @@ from torch.nn import functional as F
 
 from course_lib._validate import (
     batch_shape,
-    require_mask,
+    require_head_mask,
     require_positive_int,
     require_probability,
     require_same_dtype,
     require_tensor,
     require_tokens,
 )
-from course_lib.attention import scaled_dot_product_attention
+from course_lib.attention import _attend
 
 __all__ = ["split_heads", "merge_heads", "multi_head_attention",
            "MultiHeadAttention"]
@@ -37,12 +44,17 @@ def split_heads(X, n_heads):
     """
     require_tensor(X, "X", min_dim=2, floating=False)
     require_positive_int(n_heads, "n_heads")
-    *batch, N, D = X.shape
-    if D % n_heads:
+    if X.shape[-1] % n_heads:
         raise ValueError(
-            f"the feature size D = {D} is not divisible by "
+            f"the feature size D = {X.shape[-1]} is not divisible by "
             f"n_heads = {n_heads}"
         )
+    return _split(X, n_heads)
+
+
+def _split(X, n_heads):
+    """split_heads without the checks."""
+    *batch, N, D = X.shape
     d_head = D // n_heads
     X = X.reshape(*batch, N, n_heads, d_head)  # (..., N, H, d_head)
     return X.transpose(-3, -2)  # (..., H, N, d_head)
@@ -51,6 +63,11 @@ def split_heads(X, n_heads):
 def merge_heads(X):
     """``(..., H, N, d_head) -> (..., N, H * d_head)``: undoes split_heads."""
     require_tensor(X, "X", min_dim=3, floating=False)
+    return _merge(X)
+
+
+def _merge(X):
+    """merge_heads without the checks."""
     *batch, H, N, d_head = X.shape
     X = X.transpose(-3, -2)  # (..., N, H, d_head)
     return X.reshape(*batch, N, H * d_head)  # (..., N, D)
@@ -60,7 +77,8 @@ def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
     """Multi-head self-attention with explicit ``(D, D)`` matrices in the
     ``X W`` convention and no biases: ``X (..., N, D) -> (Y, A)`` with
     ``Y (..., N, D)`` and ``A (..., H, N, N)``; ``mask`` is bool,
-    broadcastable to ``(..., N, N)`` and applies to every head.
+    broadcastable to ``(..., N, N)`` (every head) or to ``(..., H, N,
+    N)`` (one per head).
     """
     require_tokens(X, "X", X.shape[-1] if X.dim() else 0)
     D = X.shape[-1]
@@ -71,28 +89,34 @@ def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
             raise ValueError(f"{name} must have shape (D, D) = ({D}, {D}),"
                              f" got {tuple(W.shape)}")
     require_same_dtype(X=X, W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o)
+    require_positive_int(n_heads, "n_heads")
+    if D % n_heads:
+        raise ValueError(f"D = {D} is not divisible by n_heads = {n_heads}")
     if mask is not None:
-        require_mask(mask, X.shape[-2], X.shape[-2], X.shape[:-2])
-        mask = mask.unsqueeze(-3)  # one mask for every head (..., 1, N, N)
+        # (..., 1, N, N) for every head, or (..., H, N, N) per head
+        mask = require_head_mask(mask, n_heads, X.shape[-2], X.shape[-2],
+                                 X.shape[:-2])
     # Q_h = X W_q^(h) for every head at once       (..., H, N, d_head)
-    Q = split_heads(X @ W_q, n_heads)
-    K = split_heads(X @ W_k, n_heads)  # (..., H, N, d_head)
-    V = split_heads(X @ W_v, n_heads)  # (..., H, N, d_head)
+    Q = _split(X @ W_q, n_heads)
+    K = _split(X @ W_k, n_heads)  # (..., H, N, d_head)
+    V = _split(X @ W_v, n_heads)  # (..., H, N, d_head)
     # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
-    heads, A = scaled_dot_product_attention(Q, K, V, mask)
+    heads, A = _attend(Q, K, V, mask)
     # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, D)
-    return merge_heads(heads) @ W_o, A
+    return _merge(heads) @ W_o, A
 
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections ``W_q, W_k, W_v, W_o``.
 
     Each projection is ``d_model -> d_model``; head ``h`` uses slice ``h`` of
-    the projected features. ``forward(X, mask=None)`` takes
-    ``X (..., N, d_model)`` and returns ``(Y, A)`` with ``Y (..., N,
-    d_model)`` and the per-head weights ``A (..., H, N, N)``. With
-    ``context (..., N_k, d_model)`` it is cross-attention and ``A`` is
-    ``(..., H, N, N_k)``.
+    the projected features. ``forward(X, mask=None, *, context=None,
+    return_attention=True)`` takes ``X (..., N, d_model)`` and returns
+    ``(Y, A)`` with ``Y (..., N, d_model)`` and the per-head weights
+    ``A (..., H, N, N)`` (``Y`` alone with ``return_attention=False``).
+    With ``context (..., N_k, d_model)`` it is cross-attention and ``A``
+    is ``(..., H, N, N_k)``. ``mask`` is bool, broadcastable to ``(...,
+    N, N_k)`` (every head) or ``(..., H, N, N_k)`` (one per head).
 
     ``dropout`` (default 0) is the rate of dropout on the attention
     weights in training mode, as in ``nn.MultiheadAttention``: each head
@@ -118,7 +142,8 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, X, mask=None, *, context=None):
+    def forward(self, X, mask=None, *, context=None,
+                return_attention=True):
         context = X if context is None else context
         require_tokens(X, "X", self.d_model)
         require_tokens(context, "context", self.d_model)
@@ -126,23 +151,28 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             batch = batch_shape(X.shape[:-2], context.shape[:-2],
                                 what="X and context")
-            require_mask(mask, X.shape[-2], context.shape[-2], batch)
+            # (..., 1, N_q, N_k) for every head, or (..., H, N_q, N_k)
+            mask = require_head_mask(mask, self.n_heads, X.shape[-2],
+                                     context.shape[-2], batch)
+        Y, A = self._attend(X, context, mask)
+        return (Y, A) if return_attention else Y
+
+    def _attend(self, X, context, mask):
+        """The forward pass on checked inputs; ``mask`` has a head axis
+        (``(..., 1 or H, N_q, N_k)``)."""
         H = self.n_heads
         # Q_h = X W_q^(h) for every head at once       (..., H, N, d_head)
-        Q = split_heads(self.W_q(X), H)
-        K = split_heads(self.W_k(context), H)  # (..., H, N_k, d_head)
-        V = split_heads(self.W_v(context), H)  # (..., H, N_k, d_head)
-        if mask is not None:
-            # One mask for every head.                 (..., 1, N_q, N_k)
-            mask = mask.unsqueeze(-3)
+        Q = _split(self.W_q(X), H)
+        K = _split(self.W_k(context), H)  # (..., H, N_k, d_head)
+        V = _split(self.W_v(context), H)  # (..., H, N_k, d_head)
         # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
-        heads, A = scaled_dot_product_attention(Q, K, V, mask)
+        heads, A = _attend(Q, K, V, mask)
         if self.training and self.dropout > 0:
             # head_h = Dropout(A_h) V_h: weights zeroed with probability
             # p, the others scaled by 1 / (1 - p)       (..., H, N, d_head)
             heads = F.dropout(A, self.dropout, training=True) @ V
         # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
-        return self.W_o(merge_heads(heads)), A
+        return self.W_o(_merge(heads)), A
 
     @classmethod
     def from_torch(cls, module):
@@ -153,7 +183,9 @@ class MultiHeadAttention(nn.Module):
         attention is *not* allowed: pass ``~attn_mask`` here. The copy
         takes the dropout rate and the training mode; in training mode,
         seeded alike and with ``need_weights=True``, the outputs match
-        too.
+        too. The copy always takes tokens as rows, ``(..., N, D)``,
+        whatever the module's ``batch_first``: for ``batch_first=False``
+        transpose PyTorch's ``(N, B, D)`` input (and the output back).
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise ValueError(

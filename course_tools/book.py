@@ -27,6 +27,7 @@ holds the current chapter, and are absent otherwise.
 import argparse
 import ast
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -36,8 +37,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "course_lib"  # the library whose changes re-execute
+from course_tools.root import course_root
+
+# The library whose changes re-execute a chapter: the course_lib that the
+# chapters' kernels import (the repository's own under `make setup`).
+PACKAGE = Path(importlib.util.find_spec("course_lib").origin).parent
 STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 # Files whose change can change what an executed cell prints.
 PINS = ("requirements.txt", "constraints.txt")
@@ -140,17 +144,27 @@ def notebook_dependencies(notebook_path, package=PACKAGE):
     return sorted(files)
 
 
+def _pins_folder(notebook_path):
+    """The nearest folder above the notebook that holds the pins (the
+    course's root), or None."""
+    for folder in Path(notebook_path).resolve().parents:
+        if (folder / PINS[0]).exists():
+            return folder
+    return None
+
+
 def notebook_fingerprint(notebook_path, package=PACKAGE):
     """SHA-256 of the ``course_lib`` files the notebook imports and of the
-    pinned requirements."""
+    pinned requirements of the course that holds the notebook."""
     digest = hashlib.sha256()
-    root = package.parent
-    files = notebook_dependencies(notebook_path, package)
-    files += [root / name for name in PINS]
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        digest.update((path.read_bytes() if path.exists() else b"")
-                      + b"\0")
+    files = [(path, path.relative_to(package.parent))
+             for path in notebook_dependencies(notebook_path, package)]
+    pins = _pins_folder(notebook_path)
+    files += [(pins / name if pins else None, Path(name)) for name in PINS]
+    for path, name in files:
+        digest.update(str(name).encode() + b"\0")
+        digest.update((path.read_bytes() if path and path.exists()
+                       else b"") + b"\0")
     return digest.hexdigest()
 
 
@@ -225,12 +239,13 @@ def _run_jupyter_book(source, output, extra=()):
     return subprocess.run(command, env=env).returncode
 
 
-def build_student(root=ROOT, output=None):
-    """Build the student edition; return jupyter-book's exit status.
+def build_student(root=None, output=None):
+    """Build the student edition of the course at ``root`` (default: the
+    one around the working directory); return jupyter-book's exit status.
 
     The HTML lands in ``<output>/_build/html`` (``output`` defaults to the
-    repository, so ``_build/html``)."""
-    root = Path(root)
+    course, so ``_build/html``)."""
+    root = course_root(root)
     return _run_jupyter_book(root, Path(output or root))
 
 
@@ -291,13 +306,13 @@ def stage_solutions_notebook(source, destination, outputs=None):
     destination.write_text(json.dumps(notebook, indent=1) + "\n")
 
 
-def stage_solutions(root=ROOT, staging=None, cache_path=None):
+def stage_solutions(root=None, staging=None, cache_path=None):
     """Lay out the instructors' edition's sources in ``staging``: the
     book's pages, and ``solutions/`` staged under ``chapters/`` so that
     the same table of contents applies."""
     import yaml  # a dependency of Jupyter Book, not of course_lib
 
-    root = Path(root)
+    root = course_root(root)
     staging = Path(staging)
     cache_path = Path(cache_path or root / "_build" / ".jupyter_cache")
     if staging.exists():
@@ -323,12 +338,12 @@ def stage_solutions(root=ROOT, staging=None, cache_path=None):
     return staging
 
 
-def build_solutions(root=ROOT, output=None):
+def build_solutions(root=None, output=None):
     """Build the instructors' edition; return jupyter-book's exit status.
 
     The HTML lands in ``<output>/html`` (``output`` defaults to
     ``_build_solutions``)."""
-    root = Path(root)
+    root = course_root(root)
     output = Path(output or root / "_build_solutions")
     staging = stage_solutions(root, output / "source")
     status = _run_jupyter_book(staging, output / "build")
@@ -343,16 +358,24 @@ def build_solutions(root=ROOT, output=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m course_tools.book")
     parser.add_argument("edition", choices=["student", "solutions"])
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the course (default: the working directory "
+                        "or the nearest folder above it with "
+                        "nbgrader_config.py and solutions/)")
     parser.add_argument("--output", type=Path, default=None,
-                        help="where to build (default: the repository)")
+                        help="where to build (default: the course)")
     args = parser.parse_args(argv)
+    try:
+        root = course_root(args.root)
+    except ValueError as error:
+        parser.error(str(error))
     start = time.perf_counter()
     if args.edition == "student":
-        status = build_student(output=args.output)
-        html = Path(args.output or ROOT) / "_build" / "html"
+        status = build_student(root, output=args.output)
+        html = Path(args.output or root) / "_build" / "html"
     else:
-        status = build_solutions(output=args.output)
-        html = Path(args.output or ROOT / "_build_solutions") / "html"
+        status = build_solutions(root, output=args.output)
+        html = Path(args.output or root / "_build_solutions") / "html"
     seconds = time.perf_counter() - start
     if status:
         print(f"The {args.edition} book failed to build ({seconds:.0f} s).")

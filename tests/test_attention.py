@@ -220,3 +220,22 @@ def test_causal_and_padding_masks():
 def test_bad_input_is_explained(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_mask_must_broadcast_to_the_scores_not_beyond():
+    Q = K = V = torch.randn(2, 4, 3)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        scaled_dot_product_attention(Q, K, V,
+                                     torch.ones(5, 2, 4, 4, dtype=torch.bool))
+    # a smaller mask still broadcasts: (4, 4) and (2, 1, 4)
+    for shape in [(4, 4), (2, 1, 4)]:
+        out, A = scaled_dot_product_attention(
+            Q, K, V, torch.ones(shape, dtype=torch.bool))
+        assert out.shape == (2, 4, 3)
+
+
+def test_self_attention_return_attention_keyword():
+    layer = SelfAttention(d_model=4, d_k=3)
+    X = torch.randn(2, 5, 4)
+    Y, A = layer(X)
+    assert torch.equal(layer(X, return_attention=False), Y)

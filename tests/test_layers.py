@@ -409,3 +409,52 @@ def test_layer_norm_backward_bad_input():
     with pytest.raises(ValueError, match=r"weight must have shape \(D,\)"):
         layer_norm_backward(torch.randn(2, 4), torch.randn(2, 4),
                             torch.ones(3))
+
+
+def test_per_head_masks_in_layers_and_encoder():
+    torch.manual_seed(0)
+    B, N, D, H = 2, 4, 8, 2
+    layer = TransformerLayer(d_model=D, n_heads=H, d_ff=16).eval()
+    X = torch.randn(B, N, D)
+    mask = torch.rand(B, H, N, N) > 0.5
+    mask[..., 0] = True
+    Y, A = layer(X, mask, return_attention=True)
+    assert Y.shape == (B, N, D) and A.shape == (B, H, N, N)
+    assert (A[~mask] == 0).all()
+    # the same heads as the attention module alone
+    torch.testing.assert_close(A, layer.attention(X, mask)[1])
+    encoder = TransformerEncoder(n_layers=2, d_model=D, n_heads=H, d_ff=16)
+    Y, weights = encoder(X, mask, return_attention=True)
+    assert Y.shape == (B, N, D)
+    assert all((A[~mask] == 0).all() for A in weights)
+    for shape in [(3, B, N, N), (B, 3, N, N), (5, B, H, N, N)]:
+        bad = torch.ones(shape, dtype=torch.bool)
+        for module in (layer, encoder):
+            with pytest.raises(ValueError, match="broadcasts neither"):
+                module(X, bad)
+
+
+def test_from_torch_takes_torch_relu_and_names_the_rest():
+    torch.manual_seed(0)
+    for activation in (torch.relu, F.relu, nn.ReLU(), "relu"):
+        theirs = nn.TransformerEncoderLayer(
+            8, 2, 16, activation=activation, batch_first=True).eval()
+        X = torch.randn(2, 3, 8)
+        torch.testing.assert_close(
+            TransformerLayer.from_torch(theirs)(X), theirs(X))
+    theirs = nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh)
+    with pytest.raises(ValueError, match="got 'tanh'"):
+        TransformerLayer.from_torch(theirs)
+
+
+def test_the_mask_is_checked_once_per_forward(monkeypatch):
+    """Validation runs at the entry point, not again in every layer."""
+    import course_lib.layers as layers_module
+
+    calls = []
+    original = layers_module.require_head_mask
+    monkeypatch.setattr(layers_module, "require_head_mask",
+                        lambda *a: calls.append(1) or original(*a))
+    encoder = TransformerEncoder(n_layers=3, d_model=8, n_heads=2, d_ff=8)
+    encoder(torch.randn(2, 4, 8), causal_mask(4))
+    assert len(calls) == 1

@@ -539,3 +539,40 @@ x3_4, x3_5, x2_4 = torch.randn(3, 4), torch.randn(3, 5), torch.randn(2, 4)
 def test_bad_input_is_explained(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_state_of_another_batch_is_a_value_error():
+    q = torch.randn(2, 4, dtype=f64)
+    S, z = torch.zeros(3, 4, 4, dtype=f64), torch.zeros(3, 4, dtype=f64)
+    with pytest.raises(ValueError, match="batch dimensions"):
+        recurrent_linear_attention_step((S, z), q, q, q)
+    with pytest.raises(ValueError, match="batch dimensions"):
+        chunked_linear_attention_step((S, z), q[:, None], q[:, None],
+                                      q[:, None])
+
+
+def test_favor_plus_features_underflow_is_documented():
+    """As the docstring says: for |x| = 30 and d = 4 every float32 feature
+    is exactly 0, while favor_plus_attention stays finite."""
+    assert "underflow" in favor_plus_features.__doc__
+    g = torch.Generator().manual_seed(0)
+    W = gaussian_projection(16, 4, g)
+    X = torch.randn(5, 4, generator=g)
+    X = 30 * X / X.norm(dim=-1, keepdim=True)
+    assert (favor_plus_features(X, W) == 0).all()
+    assert favor_plus_features(X / 30, W).min() > 0
+    out = favor_plus_attention(X, X, torch.randn(5, 3, generator=g), W)
+    assert torch.isfinite(out).all()
+
+
+def test_recurrent_form_checks_its_inputs_once(monkeypatch):
+    import course_lib.linear_attention as module
+
+    calls = []
+    original = module.require_qkv
+    monkeypatch.setattr(module, "require_qkv",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    Q, K, V = qkv((2,), 6, 6, 3, 2)
+    recurrent_linear_attention(Q, K, V)
+    chunked_linear_attention(Q, K, V, 2)
+    assert len(calls) == 2

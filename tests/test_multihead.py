@@ -3,6 +3,7 @@
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from course_lib.attention import causal_mask, scaled_dot_product_attention
 from course_lib.multihead import (
@@ -138,3 +139,58 @@ def test_functional_form_matches_the_module():
     with pytest.raises(ValueError, match="W_o must have shape"):
         multi_head_attention(X, *weights[:3], torch.eye(3,
                              dtype=torch.float64), H)
+
+
+def test_per_head_masks_match_torch():
+    """A (B, H, N, N) mask is one mask per head, as in
+    F.scaled_dot_product_attention; (B, 1, N, N) and (B, N, N) apply to
+    every head."""
+    torch.manual_seed(0)
+    B, N, D, H = 2, 5, 8, 4
+    mha = MultiHeadAttention(d_model=D, n_heads=H).double()
+    X = torch.randn(B, N, D, dtype=torch.float64)
+    mask = torch.rand(B, H, N, N) > 0.4
+    mask[..., 0] = True  # every query may attend somewhere
+    Y, A = mha(X, mask)
+    assert Y.shape == (B, N, D) and A.shape == (B, H, N, N)
+    assert (A[~mask] == 0).all()
+    Q, K, V = (split_heads(w(X), H) for w in (mha.W_q, mha.W_k, mha.W_v))
+    expected = mha.W_o(merge_heads(F.scaled_dot_product_attention(
+        Q, K, V, attn_mask=mask)))
+    torch.testing.assert_close(Y, expected)
+    every = mask[:, :1]  # (B, 1, N, N)
+    torch.testing.assert_close(mha(X, every)[0], mha(X, every[:, 0])[0])
+    W = [torch.randn(D, D, dtype=torch.float64) for _ in range(4)]
+    Y_fn, A_fn = multi_head_attention(X, *W, H, mask)
+    assert Y_fn.shape == (B, N, D) and (A_fn[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 5, 5), (2, 3, 5, 5),
+                                   (7, 2, 4, 5, 5)])
+def test_masks_that_would_broadcast_the_output_are_refused(shape):
+    """Before, (3, B, N, N) broadcast Y into (3, B, ...) without a word."""
+    mha = MultiHeadAttention(d_model=8, n_heads=4)
+    X = torch.randn(2, 5, 8)
+    mask = torch.ones(shape, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"\(\.\.\., H, N_q, N_k\)"):
+        mha(X, mask)
+    W = [torch.randn(8, 8) for _ in range(4)]
+    with pytest.raises(ValueError, match="broadcasts neither"):
+        multi_head_attention(X, *W, 4, mask)
+
+
+def test_return_attention_keyword():
+    mha = MultiHeadAttention(d_model=8, n_heads=2)
+    X = torch.randn(3, 8)
+    Y, A = mha(X)
+    assert torch.equal(mha(X, return_attention=False), Y)
+
+
+def test_from_torch_documents_rows_whatever_batch_first():
+    assert "batch_first" in MultiHeadAttention.from_torch.__doc__
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(8, 2, batch_first=False).eval()
+    ours = MultiHeadAttention.from_torch(theirs)
+    X = torch.randn(3, 5, 8)  # (B, N, D): tokens are rows
+    expected, _ = theirs(*[X.transpose(0, 1)] * 3)  # (N, B, D)
+    torch.testing.assert_close(ours(X)[0], expected.transpose(0, 1))
