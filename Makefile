@@ -9,7 +9,8 @@ CHAPTERS := $(notdir $(wildcard solutions/[0-9][0-9]_*))
 # nbgrader calls helpers (alembic) by name: the venv's bin comes first.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup book book-solutions system-packages test test-fast lint release lock clean \
+.PHONY: help setup book book-solutions system-packages test test-fast lint \
+	release lock clean \
 	grade bench-grade
 
 help:

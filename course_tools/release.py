@@ -13,19 +13,13 @@ nearest folder above it that holds one) or ``--root``.
 
 import argparse
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from course_tools.classroom.course import generate_assignment
 from course_tools.root import course_root
-
-
-def _nbgrader():
-    return str(Path(sys.executable).with_name("nbgrader"))
 
 
 def generate(chapter, root=None, destination=None):
@@ -41,17 +35,11 @@ def generate(chapter, root=None, destination=None):
         scratch = Path(scratch)
         shutil.copytree(source, scratch / "solutions" / chapter)
         shutil.copy(Path(root) / "nbgrader_config.py", scratch)
-        env = dict(os.environ)
-        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-        result = subprocess.run(
-            [_nbgrader(), "generate_assignment", chapter, "--force",
-             "--no-db", "--log-level=WARN"],
-            cwd=scratch, env=env, capture_output=True, text=True,
-        )
-        if result.returncode != 0:
+        try:
+            generate_assignment(scratch, chapter)
+        except RuntimeError as error:
             raise RuntimeError(
-                f"nbgrader could not release {chapter}:\n{result.stderr}"
-            )
+                f"nbgrader could not release {chapter}: {error}") from None
         released = scratch / "chapters" / chapter
         if destination.exists():
             shutil.rmtree(destination)

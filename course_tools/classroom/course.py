@@ -3,12 +3,10 @@
 scratch course with a gradebook made by ``nbgrader generate_assignment``)
 that each worker copies to grade one student."""
 
+import functools
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,17 +99,51 @@ def hash_folder(folder, *extra):
     return digest.hexdigest()
 
 
-def nbgrader(args, *, cwd):
-    """Run the venv's ``nbgrader`` CLI; raise with its stderr on failure."""
-    binary = Path(sys.executable).with_name("nbgrader")
-    env = dict(os.environ)
-    env["PATH"] = f"{binary.parent}:{env.get('PATH', '')}"
-    result = subprocess.run([str(binary), *args, "--log-level=ERROR"],
-                            cwd=cwd, env=env, capture_output=True,
-                            text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n"
-                           f"{result.stderr[-3000:]}")
+@functools.cache
+def _alembic_head():
+    """The head revision of nbgrader's gradebook migrations."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader import dbutil
+
+    config = Config()
+    config.set_main_option("script_location", dbutil.ALEMBIC_DIR)
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
+def alembic_head_in_process():
+    """nbgrader stamps each new gradebook with its schema's revision,
+    which it asks of the ``alembic`` command (a Python process that
+    takes seconds, and that must be on PATH); read it here, once."""
+    import nbgrader.api
+
+    nbgrader.api.get_alembic_version = _alembic_head
+
+
+def generate_assignment(root, assignment, *, db_url=None):
+    """``nbgrader generate_assignment ASSIGNMENT --force`` in the course at
+    ``root``, run in this process (no interpreter to start and nbgrader
+    to import each time): into the gradebook ``db_url``, or none when
+    ``db_url`` is None. Raises with nbgrader's log on failure."""
+    from nbgrader.apps import NbGraderAPI
+
+    alembic_head_in_process()
+    config = PyFileConfigLoader(CONFIG, path=str(root)).load_config()
+    config.CourseDirectory.root = str(root)
+    if db_url is None:  # nbgrader's --no-db
+        config.GenerateAssignment.no_database = True
+        config.SaveCells.enabled = False
+    else:
+        config.CourseDirectory.db_url = db_url
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config),
+                      config=config)
+    api.log.setLevel("ERROR")
+    result = api.generate_assignment(assignment, force=True,
+                                     create=db_url is not None)
+    if not result["success"]:
+        raise RuntimeError(
+            f"nbgrader generate_assignment {assignment} failed:\n"
+            f"{result.get('log', '')}{result.get('error', '')}"[-3000:])
     return result
 
 
@@ -139,8 +171,7 @@ def make_template(course, assignment, scratch, *, source_hash):
     shutil.copytree(source, root / course.source / assignment)
     shutil.copy(course.root / CONFIG, root / CONFIG)
     db = home / "gradebook.db"
-    nbgrader(["generate_assignment", assignment, "--force",
-              f"--CourseDirectory.db_url=sqlite:///{db}"], cwd=root)
+    generate_assignment(root, assignment, db_url=f"sqlite:///{db}")
     released = root / course.release / assignment
     notebooks = {p.stem: nbformat.read(p, as_version=4)
                  for p in sorted(released.glob("*.ipynb"))}
@@ -158,8 +189,7 @@ def register(course, template):
     source = course.root / course.source / template.assignment
     shutil.copytree(source, scratch / course.source / template.assignment)
     shutil.copy(course.root / CONFIG, scratch / CONFIG)
-    nbgrader(["generate_assignment", template.assignment, "--force",
-              f"--CourseDirectory.db_url={course.db_url}"], cwd=scratch)
+    generate_assignment(scratch, template.assignment, db_url=course.db_url)
     shutil.rmtree(scratch)
 
 

@@ -91,6 +91,7 @@ def _grade_class(options):
     binaries = str(Path(sys.executable).parent)
     if binaries not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = binaries + os.pathsep + os.environ["PATH"]
+    C.alembic_head_in_process()
     course = C.load_course(options.root, db_url=options.db_url)
     known = C.assignments(course)
     names = list(options.assignments) or known
