@@ -6,10 +6,10 @@ reads a name a cell skipped by the grader binds.
 
 End to end, every chapter in one batch of one course, graded the way
 ``make grade`` grades (cells tagged ``skip-when-grading`` skipped): the
-solution gets full marks; the unanswered notebook scores zero; per
-exercise one correct alternative keeps its points, one named misconception
-loses them with the message that names it and one cheat earns nothing;
-every notebook-level cheat earns nothing. Scores are read from the
+solution (the right answer to every exercise) gets full marks; the
+unanswered notebook scores zero; per exercise one named misconception
+loses its points with the message that names it and one cheat earns
+nothing; every notebook-level cheat earns nothing. Scores are read from the
 gradebook, never from an exit code. The rest of the catalogue is judged in
 process (``tests/test_grading.py``); ``test_every_answer_has_a_path`` says
 which path checks each answer. One chapter is graded again with every
@@ -48,16 +48,14 @@ def grade_cells(notebook):
 
 
 def end_to_end_picks():
-    """The answers graded end to end: ``{exercise: {verdict: (label,
-    source, what the message must say)}}`` with verdicts ``keep`` (the
-    first correct alternative), ``lose`` (the first misconception) and
-    ``nothing`` (the first cheat)."""
+    """The answers graded end to end besides the solution's: ``{exercise:
+    {verdict: (label, source, what the message must say)}}`` with
+    verdicts ``lose`` (the first misconception) and ``nothing`` (the first
+    cheat). Correct alternatives are judged in process: the solution is
+    the right answer graded end to end."""
     picks = {}
     for exercise in CHAPTER_OF:
         chosen = picks.setdefault(exercise, {})
-        if CORRECT.get(exercise):
-            label, source = CORRECT[exercise][0]
-            chosen["keep"] = (label, source, "")
         if WRONG.get(exercise):
             label, source = WRONG[exercise][0]
             chosen["lose"] = (label, source, label)
@@ -68,7 +66,7 @@ def end_to_end_picks():
     return picks
 
 
-STUDENT_OF = {"keep": "right", "lose": "wrong", "nothing": "cheat"}
+STUDENT_OF = {"lose": "wrong", "nothing": "cheat"}
 
 
 def build_submissions(chapter):
@@ -173,34 +171,31 @@ def test_unanswered_scores_zero(graded, chapter):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_right_wrong_and_cheating_answers(graded, chapter):
+def test_wrong_and_cheating_answers(graded, chapter):
     results, expectations = graded[chapter]
     for student, expected in expectations.items():
         result = results[student]
-        for exercise, (verdict, label, message_part) in expected.items():
+        for exercise, (_, label, message_part) in expected.items():
             grade_id = f"test_{exercise}"
-            score, max_score = result.scores[grade_id]
+            score = result.auto(grade_id)
             message = result.messages[grade_id]
-            if verdict == "keep":
-                assert score == max_score, (student, label, message)
-            else:
-                assert score == 0, (student, exercise, label)
-                assert message_part in message, (student, label, message)
+            assert score == 0, (student, exercise, label)
+            assert message_part in message, (student, label, message)
         if not student.startswith("nbcheat"):
             for exercise in set(exercises_of(chapter)) - set(expected):
                 score, max_score = result.scores[f"test_{exercise}"]
                 assert score == max_score, (student, exercise)
     verdicts = {v for exp in expectations.values()
                 for v, _, _ in exp.values()}
-    assert verdicts == {"keep", "lose", "nothing"}, (chapter, verdicts)
+    assert verdicts == {"lose", "nothing"}, (chapter, verdicts)
 
 
 def test_every_answer_has_a_path():
     """Which path judges each answer of the catalogue: in process
     (tests/test_grading.py judges every correct alternative, misconception
     and cheat), end to end (the picks above and every notebook-level
-    cheat), or both. Every answer has at least one; every exercise has
-    its picks end to end (a cheat where the catalogue has one)."""
+    cheat), or both. Every answer has at least one; every exercise has a
+    misconception end to end, and a cheat where the catalogue has one."""
     from tests import test_grading
 
     in_process = {("keep", e, label) for e, label, _ in
@@ -230,7 +225,7 @@ def test_every_answer_has_a_path():
     cheated = {e for _, e, _, _ in CHEATS}
     for exercise in CHAPTER_OF:
         picked = {v for v, e, _ in end_to_end if e == exercise}
-        wanted = {"keep", "lose"} | (
+        wanted = {"lose"} | (
             {"nothing"} if exercise in cheated else set())
         assert picked >= wanted, (exercise, picked)
     both = len(in_process & end_to_end)
@@ -300,12 +295,13 @@ def test_no_exercise_depends_on_a_cell_the_grader_skips(chapter):
 
 @pytest.mark.e2e
 def test_skipping_tagged_cells_changes_no_grade(graded, tmp_path):
-    """The canary: one chapter's solution and wrong answers, graded with
-    every narrative cell run, get the scores and messages they get with
-    those cells skipped."""
+    """The canary: one chapter's wrong answers, graded with every
+    narrative cell run, get the scores and messages they get with those
+    cells skipped (a narrative cell that redefined an exercise's name
+    would give them points)."""
     results, _ = graded[CANARY]
     submissions, _ = build_submissions(CANARY)
-    picked = {s: submissions[s] for s in ("solution", "wrong")}
+    picked = {"wrong": submissions["wrong"]}
     full = grade_course({CANARY: picked}, tmp_path,
                         skip_tagged=False)[CANARY]
     for student in picked:
