@@ -29,12 +29,8 @@ help:
 # (pyproject.toml) and the course's tooling course_tools (its own
 # pyproject.toml), which every target below runs on the course here.
 $(STAMP): requirements.txt constraints.txt pyproject.toml \
-		course_tools/pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		-r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		--no-deps --no-build-isolation -e . -e ./course_tools
+		course_tools/pyproject.toml scripts/setup-venv
+	scripts/setup-venv $(PYTHON) $(VENV)
 	@touch $@
 
 setup: $(STAMP)
@@ -79,7 +75,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e"
 
 lint: $(STAMP)
-	$(BIN)/ruff check course_lib course_tools tests benchmarks solutions
+	$(BIN)/ruff check course_lib course_tools tests benchmarks scripts solutions
 
 # Grade the class: every submission in submitted/<student>/<assignment>/,
 # e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".

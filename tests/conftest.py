@@ -1,5 +1,7 @@
 """Shared fixtures: every test is seeded and runs on the CPU."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -46,11 +48,27 @@ def pytest_collection_modifyitems(config, items):
         items[:] = others + book
 
 
+def pytest_sessionstart(session):
+    """A run of the whole suite (``make test``) starts the build before
+    collecting, which takes seconds; others wait for collection."""
+    config = session.config
+    if (config.option.collectonly or config.option.markexpr
+            or config.option.keyword):
+        return
+    tests = Path(__file__).resolve().parent
+    wanted = {tests, tests / "test_book.py"}
+    if any(Path(arg.split("::")[0]).resolve() in wanted
+           for arg in config.args):
+        bookbuild.STUDENT.start()
+
+
 def pytest_collection_finish(session):
     if session.config.option.collectonly:
         return
     if any(_needs_the_book(item) for item in session.items):
         bookbuild.STUDENT.start()
+    else:
+        bookbuild.STUDENT.stop()
 
 
 def pytest_sessionfinish(session):
