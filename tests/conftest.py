@@ -28,6 +28,24 @@ def tol(dtype):
     return TOL[dtype]
 
 
+@pytest.fixture(scope="session")
+def graded_batch(tmp_path_factory):
+    """``({chapter: {student: Result}}, course folder, expectations)``:
+    every chapter's answers graded end to end (``tests/test_notebooks.py``)
+    and the attacks on chapter 2 (``tests/test_attacks.py``), in one batch
+    of one course, since starting kernels is what a run spends its time
+    on."""
+    from tests import test_attacks, test_notebooks
+    from tests.nbgrading import grade_course
+
+    classes, expectations = test_notebooks.batch()
+    attacks = test_attacks.submissions()
+    assert not set(attacks) & set(classes[test_attacks.CHAPTER])
+    classes[test_attacks.CHAPTER].update(attacks)
+    workdir = tmp_path_factory.mktemp("course")
+    return grade_course(classes, workdir), workdir, expectations
+
+
 # ------------------------------------------------- the book, in the back
 
 def _needs_the_book(item):

@@ -1,5 +1,6 @@
-"""End to end: students who attack the grading itself, graded in one
-batch beside honest students (chapter 2, through ``make grade``'s code).
+"""End to end: students who attack the grading itself, graded beside
+honest students in the batch of ``tests/test_notebooks.py`` (chapter 2,
+through ``make grade``'s code; ``graded_batch`` in ``conftest.py``).
 
 Each attacker's answer to ``scaled_dot_product_attention`` is wrong and
 comes with an attack on the way a grade is decided: forged results,
@@ -14,7 +15,7 @@ notebook.
 import nbformat
 import pytest
 
-from tests.nbgrading import grade_chapter, lean, notebook_path, with_answers
+from tests.nbgrading import notebook_path, with_answers
 
 pytestmark = pytest.mark.e2e
 
@@ -106,31 +107,32 @@ scaled_dot_product_attention = eval(
     ".attention.scaled_dot_product_attention(Q, K, V, mask)")
 ''',
 }
-HONEST = {"right": None, "wrong": WRONG}
+HONEST_WRONG = "honest_wrong"  # the solution with WRONG; the solution
+
+
+def submissions():
+    """``{student: notebook}``: each attack, and an honest wrong answer,
+    in chapter 2's solution notebook."""
+    solution = nbformat.read(notebook_path(CHAPTER), 4)
+    prelude = "import math\nimport torch\nfrom torch import nn\n"
+    return {name: with_answers(solution, {
+        "scaled_dot_product_attention": prelude + source})
+        for name, source in {**ATTACKS, HONEST_WRONG: WRONG}.items()}
 
 
 @pytest.fixture(scope="module")
-def batch(tmp_path_factory):
-    solution = nbformat.read(notebook_path(CHAPTER), 4)
-    prelude = "import math\nimport torch\nfrom torch import nn\n"
-    students = {name: with_answers(solution, {
-        "scaled_dot_product_attention": prelude + source})
-        for name, source in {**ATTACKS, "wrong": WRONG}.items()}
-    students["right"] = solution
-    students = {name: lean(nb) for name, nb in students.items()}
-    workdir = tmp_path_factory.mktemp("attacks")
-    results = grade_chapter(CHAPTER, students, workdir,
-                            source=lean(solution))
-    return results, workdir
+def batch(graded_batch):
+    results, workdir, _ = graded_batch
+    return results[CHAPTER], workdir
 
 
 def test_honest_students_get_their_grades(batch):
     results, _ = batch
-    right = results["right"]
+    right = results["solution"]
     assert all(score == top for grade_id, (score, top)
                in right.scores.items() if grade_id.startswith("test_"))
     assert right.auto("test_scaled_dot_product_attention") == 4
-    wrong = results["wrong"]
+    wrong = results[HONEST_WRONG]
     assert wrong.auto("test_scaled_dot_product_attention") == 0
     assert "no 1/sqrt(d_k) scale" in wrong.messages[
         "test_scaled_dot_product_attention"]

@@ -96,13 +96,19 @@ def build_submissions(chapter):
     return submissions, expectations
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """Every chapter's submissions, graded in one batch."""
+def batch():
+    """``({chapter: {student: notebook}}, {chapter: expectations})``: what
+    ``graded_batch`` (``conftest.py``) grades of every chapter."""
     built = {chapter: build_submissions(chapter) for chapter in CHAPTERS}
-    results = grade_course({c: subs for c, (subs, _) in built.items()},
-                           tmp_path_factory.mktemp("course"))
-    return {c: (results[c], built[c][1]) for c in CHAPTERS}
+    return ({c: subs for c, (subs, _) in built.items()},
+            {c: expected for c, (_, expected) in built.items()})
+
+
+@pytest.fixture(scope="module")
+def graded(graded_batch):
+    """``{chapter: ({student: Result}, expectations)}``."""
+    results, _, expectations = graded_batch
+    return {c: (results[c], expectations[c]) for c in CHAPTERS}
 
 
 @pytest.mark.e2e
