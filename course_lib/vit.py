@@ -11,6 +11,9 @@ token, which comes first (index 0). Attention weights are
 keep their dtype.
 """
 
+import json
+from importlib import resources
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -32,7 +35,18 @@ __all__ = [
     "random_shift",
     "train_classifier",
     "vit_parameter_count",
+    "DIGITS_RECIPE",
+    "seed_record",
 ]
+
+# Chapter 7's recipe for the 8x8 digits (Section 7.7), measured over five
+# seeds by benchmarks/vit_seeds.py: the model's settings, then those of
+# train_classifier.
+DIGITS_RECIPE = {
+    "d_model": 64, "depth": 2, "n_heads": 4, "d_ff": 128, "patch_size": 4,
+    "dropout": 0.1, "epochs": 25, "lr": 2e-3, "batch_size": 16,
+    "max_shift": 0, "label_smoothing": 0.1, "weight_decay": 0.01,
+}
 
 
 def patchify(images, patch_size):
@@ -153,6 +167,7 @@ class VisionTransformer(nn.Module):
     0). ``forward(images, *, return_attention=True)`` returns ``(logits,
     [A_1, ..., A_depth])`` with weights ``A_l (B, H, N + 1, N + 1)``;
     ``A_l[:, :, 0, 1:]`` is how much the class token takes from each patch.
+    ``dropout`` goes to the encoder's layers (training mode only).
     """
 
     def __init__(
@@ -166,6 +181,7 @@ class VisionTransformer(nn.Module):
         depth,
         n_heads,
         d_ff,
+        dropout=0.0,
     ):
         super().__init__()
         require_positive_int(n_classes, "n_classes")
@@ -181,6 +197,7 @@ class VisionTransformer(nn.Module):
             n_heads=n_heads,
             d_ff=d_ff,
             norm_first=True,
+            dropout=dropout,
         )
         self.head = nn.Linear(d_model, n_classes)
         self.n_classes = n_classes
@@ -355,3 +372,13 @@ def vit_parameter_count(*, image_size, patch_size, in_channels, n_classes,
     layer = 4 * (D * D + D) + (D + 1) * d_ff + (d_ff + 1) * D + 2 * 2 * D
     # the final layer norm and the head
     return embedding + depth * layer + 2 * D + (D + 1) * n_classes
+
+
+def seed_record():
+    """The record of ``benchmarks/vit_seeds.py``: the chapter's recipe
+    trained with five seeds, as a dict (``recipe``, ``runs`` with one
+    ``test_accuracy``, ``cpu_seconds`` and ``wall_seconds`` per seed,
+    ``accuracy_mean``, ``accuracy_std``, ``machine``, ``date``...). It
+    ships with the package (``course_lib/data/vit_seeds.json``)."""
+    record = resources.files("course_lib") / "data" / "vit_seeds.json"
+    return json.loads(record.read_text(encoding="utf-8"))

@@ -230,3 +230,17 @@ def test_a_students_hidden_check_runs_nothing(capsys):
 
     check("softmax", wrong, hidden=True)  # no error: nothing ran
     assert "run when your notebook is graded" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("exercise",
+                         ["scaled_dot_product_attention", "SelfAttention"])
+def test_nan_rows_are_named_in_the_first_line(exercise):
+    """A NaN row of a fully masked query is named as such, not answered
+    with the advice to fill the scores with -inf (which it did)."""
+    source = dict(WRONG[exercise])["a fully masked row gives NaN"]
+    with pytest.raises(GradingError) as failure:
+        grade(exercise, source)
+    first = str(failure.value).splitlines()[0]
+    assert "whose mask row is all False" in first, first
+    assert "NaN weights" in first and "0/0" in first, first
+    assert "fill the scores with -inf" not in first, first

@@ -288,7 +288,7 @@ SELF_ATTENTION = Exercise(
                       "sum to 1 and lets the future leak in.",
                       _wrong_forward(after=True)),
         Misconception("a fully masked row gives NaN",
-                      "a query that may attend to no key gets all-zero "
+                      "A query that may attend to no key gets all-zero "
                       "weights and a zero output, as in Exercise 2.",
                       _wrong_forward(empty="nan")),
         Misconception("a fully masked row gets uniform weights",

@@ -88,6 +88,12 @@ ATTENTION_FLOPS = Exercise(
         _wrong("one projection counted instead of three",
                "Q, K and V each need their own (N, D) @ (D, D) product.",
                n_proj=1),
+        _wrong("the scores and weighted sum of one head only",
+               "every one of the H heads computes its own (N, d_head) @ "
+               "(d_head, N) scores and (N, N) @ (N, d_head) sum: multiply "
+               "a head's count by H (2 N^2 D in all for each).",
+               scores=lambda N, D, H: 2 * N * N * (D // H),
+               weighted=lambda N, D, H: 2 * N * N * (D // H)),
     ),
     forbidden_reference=(ref.attention_flops,),
     shortcut_advice="Count the four matrix products yourself.",
@@ -177,6 +183,12 @@ ATTENTION_MEMORY_BYTES = Exercise(
         Misconception("elements counted instead of bytes", MEMORY_ADVICE,
                       lambda N, n_heads=1, bytes_per_element=4:
                           n_heads * N**2),
+        Misconception("bits counted instead of bytes",
+                      "bytes_per_element is already in bytes (4 for "
+                      "float32): H N^2 weights take H N^2 * "
+                      "bytes_per_element bytes, no factor 8.",
+                      lambda N, n_heads=1, bytes_per_element=4:
+                          8 * n_heads * N**2 * bytes_per_element),
         Misconception("memory without the head factor",
                       "every head has its own (N, N) matrix of weights: "
                       "H N^2 numbers in all.",

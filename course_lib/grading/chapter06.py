@@ -300,6 +300,12 @@ def _rotary_multiplied(Z, base=10000.0):
     return Z * ref.sinusoidal_encoding(N, d, base, dtype=Z.dtype)
 
 
+def _rotary_first_axis(Z, base=10000.0):
+    """Row n of the first axis turned by n: positions along axis 0."""
+    moved = Z.movedim(0, -2)  # (..., N', d) with N' = Z.shape[0]
+    return ref.apply_rotary(moved, base).movedim(-2, 0)
+
+
 def _keeps_row_norms(case, outputs):
     R = as_array(outputs[0], "your result")
     Z = as_array(case.args[0], "Z")
@@ -326,6 +332,14 @@ def _row_zero_unchanged(case, outputs):
     if R.shape != Z.shape:
         return None
     if numpy.abs(R[..., 0, :] - Z[..., 0, :]).max() > 1e-5:
+        first = (0,) * (Z.ndim - 1)  # row 0 of the first batch entry
+        if Z.ndim > 2 and numpy.abs(R[first] - Z[first]).max() <= 1e-5:
+            return (
+                "row 0 of the first sequence comes back unchanged, but "
+                "not row 0 of the others: the position n is the row "
+                "index, axis -2 of (..., N, d); the leading axes are "
+                "batch axes and every sequence uses the same angles."
+            )
         return (
             "row 0 is position 0, and M_0 is the identity: the first row "
             "must come back unchanged. Count positions from 0."
@@ -364,6 +378,12 @@ APPLY_ROTARY = Exercise(
             "row n of Z is position n, starting at 0: the first row is "
             "not rotated (M_0 = I).",
             _rotary_variant(start=1)),
+        Misconception(
+            "positions counted along the first axis",
+            "the position of a row is its index along axis -2 (N of "
+            "(..., N, d)); use Z.shape[-2], and let the angles (N, d/2) "
+            "broadcast over the leading batch axes.",
+            _rotary_first_axis),
         Misconception(
             "exponent uses the dimension index instead of the pair index "
             "(2j/d)",

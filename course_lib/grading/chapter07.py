@@ -5,6 +5,8 @@ flattened in (row, column, channel) order); ``PatchEmbedding`` gives
 logits ``(B, n_classes)`` and, on request, one ``(B, H, N + 1, N + 1)``
 tensor of attention weights per layer."""
 
+import numbers
+
 import torch
 
 from course_lib import layers as ref_layers
@@ -168,7 +170,8 @@ def _vit_with(module, images, *, read="class", final_norm=True,
         weights.append(A)
     if final_norm:
         Z = module.encoder.norm(Z)
-    pooled = {"class": Z[:, 0], "last": Z[:, -1], "mean": Z.mean(dim=1)}[read]
+    pooled = {"class": Z[:, 0], "last": Z[:, -1], "mean": Z.mean(dim=1),
+              "patch mean": Z[:, 1:].mean(dim=1)}[read]
     logits = module.head(pooled)
     if softmax:
         logits = logits.softmax(dim=-1)
@@ -237,6 +240,13 @@ VISION_TRANSFORMER = Exercise(
             "not from an average over the tokens.",
             read="mean"),
         _wrong_vit(
+            "the head reads the mean of the patch tokens",
+            "global average pooling of the patches is the paper's "
+            "alternative, not this model: the head reads the class token, "
+            "head(Z[:, 0]), which has gathered from the patches in every "
+            "layer.",
+            read="patch mean"),
+        _wrong_vit(
             "no final layer norm",
             "a pre-LN stack ends with a layer norm (encoder.norm) before "
             "the head; call the whole encoder, not only its layers.",
@@ -267,16 +277,17 @@ COUNT_KEYS = ("image_size", "patch_size", "in_channels", "n_classes",
 def _count_with(*, image_size, patch_size, in_channels, n_classes, d_model,
                 depth, d_ff, cls=True, cls_position=True, grid=True,
                 attention_bias=True, norms=2, beta=True, final_norm=True,
-                embedding_bias=True, layers=None, head_bias=True):
+                layers=None, head_bias=True, ffn_bias=True, ffn_matrices=2):
     """The parameter count with one thing left out or miscounted."""
     D = d_model
     side = image_size // patch_size
     N = side * side if grid else side
-    embedding = (patch_size ** 2 * in_channels + embedding_bias) * D
+    embedding = (patch_size ** 2 * in_channels + 1) * D
     embedding += (D if cls else 0) + (N + (1 if cls_position else 0)) * D
     norm = 2 * D if beta else D
+    ffn = [(D + ffn_bias) * d_ff, (d_ff + ffn_bias) * D][:ffn_matrices]
     layer = (4 * (D * D + (D if attention_bias else 0))
-             + (D + 1) * d_ff + (d_ff + 1) * D + norms * norm)
+             + sum(ffn) + norms * norm)
     head = (D + head_bias) * n_classes
     return (embedding + (depth if layers is None else layers) * layer
             + (norm if final_norm else 0) + head)
@@ -294,6 +305,15 @@ def count_cases(specs):
             for label, values in specs]
 
 
+def _an_int(case, outputs):
+    count = outputs[0]
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+        return (f"a number of parameters is an int; yours is "
+                f"{describe(count)}. Use // for the number of patches and "
+                "keep every term an integer.")
+    return None
+
+
 VIT_PARAMETER_COUNT = Exercise(
     name="vit_parameter_count",
     reference=ref.vit_parameter_count,
@@ -303,9 +323,12 @@ VIT_PARAMETER_COUNT = Exercise(
     ]),
     misconceptions=(
         _wrong_count(
-            "d_model short: the class token or its position embedding",
+            "d_model short: the class token, its position embedding or "
+            "the projection's bias",
             "the class token brings 2 d_model parameters: its own (1, 1, "
-            "d_model) vector and row 0 of the N + 1 position embeddings.",
+            "d_model) vector and row 0 of the N + 1 position embeddings; "
+            "and the patch projection nn.Linear(p*p*C, d_model) has a "
+            "bias of d_model: (p^2 C + 1) D.",
             cls_position=False),
         _wrong_count(
             "N = image_size / p instead of (image_size / p)^2",
@@ -331,9 +354,13 @@ VIT_PARAMETER_COUNT = Exercise(
             "before the head; and the class token brings d_model of its "
             "own plus a row of position embeddings.", final_norm=False),
         _wrong_count(
-            "no bias in the patch projection",
-            "the projection is nn.Linear(p*p*C, d_model), bias included: "
-            "(p^2 C + 1) D.", embedding_bias=False),
+            "no biases in the feed-forward block",
+            "both linear maps of the feed-forward block have a bias: "
+            "(D + 1) d_ff + (d_ff + 1) D.", ffn_bias=False),
+        _wrong_count(
+            "one feed-forward matrix instead of two",
+            "the feed-forward block maps D -> d_ff -> D: W_1 (D, d_ff) "
+            "and W_2 (d_ff, D), each with its bias.", ffn_matrices=1),
         _wrong_count(
             "the encoder counted as one layer",
             "every one of the `depth` layers has its own weights: multiply "
@@ -351,6 +378,7 @@ VIT_PARAMETER_COUNT = Exercise(
                          ref_layers.TransformerLayer,
                          ref_layers.FeedForward, ref_layers.LayerNorm,
                          ref_multihead.MultiHeadAttention),
+    properties=(_an_int,),
     shortcut_advice=("Derive the count from the shapes of the parameters; "
                      "do not build a model and count its parameters."),
 )

@@ -28,6 +28,27 @@ def _wrong(name, advice, fn, **options):
     return Misconception(name, advice, functools.partial(fn, **options))
 
 
+_MAP_IGNORED = "the feature_map argument is ignored"
+
+
+def _map_ignored(fn, position):
+    """The misconception ``_MAP_IGNORED``: ``fn`` called with elu + 1
+    whatever feature map the case gives (argument ``position``)."""
+
+    def wrong(*args, **kwargs):
+        args = list(args)
+        if len(args) > position:
+            args[position] = ELU
+        kwargs.pop("feature_map", None)
+        return fn(*args, **kwargs)
+
+    return Misconception(
+        _MAP_IGNORED,
+        "use the feature_map you are given (it may change the number of "
+        "features, m != d_k); only feature_map=None means elu + 1.",
+        wrong)
+
+
 def _qkv(batch, n_q, n_k, d_k, d_v, seed, dtype=F32, scale=1.0):
     return (randn(*batch, n_q, d_k, seed=seed, dtype=dtype, scale=scale),
             randn(*batch, n_k, d_k, seed=seed + 1, dtype=dtype, scale=scale),
@@ -106,6 +127,7 @@ LINEAR_ATTENTION = Exercise(
         _wrong("no normaliser", _NO_NORMALISER, _linear_with,
                normalise=False),
         _wrong("eps ignored", _EPS_IGNORED, _linear_with, use_eps=False),
+        _map_ignored(_linear_with, 3),
         _wrong("no feature map", "apply feature_map to Q and to K: the "
                "similarity is phi(q) . phi(k), not q . k.", _linear_with,
                phi=False),
@@ -170,6 +192,7 @@ CAUSAL_LINEAR_ATTENTION = Exercise(
         _wrong("no normaliser", _NO_NORMALISER, _causal_with,
                normalise=False),
         _wrong("eps ignored", _EPS_IGNORED, _causal_with, use_eps=False),
+        _map_ignored(_causal_with, 3),
     ),
     forbidden_torch=SDPA_TORCH,
     forbidden_aten=SDPA_ATEN,
@@ -261,6 +284,7 @@ RECURRENT_LINEAR_ATTENTION_STEP = Exercise(
         _wrong("z is not updated", "the normaliser's state grows too: "
                "z = z + phi(k).", _step_with, update_z=False),
         _wrong("eps ignored", _EPS_IGNORED, _step_with, use_eps=False),
+        _map_ignored(_step_with, 4),
     ),
     forbidden_torch=SDPA_TORCH,
     forbidden_reference=(ref.recurrent_linear_attention_step,
@@ -350,6 +374,7 @@ CHUNKED_LINEAR_ATTENTION_STEP = Exercise(
                "phi(K)^T V and sum_j phi(k_j) to the old S and z.",
                _chunk_with, add_to_old=False),
         _wrong("eps ignored", _EPS_IGNORED, _chunk_with, use_eps=False),
+        _map_ignored(_chunk_with, 4),
     ),
     forbidden_torch=SDPA_TORCH,
     forbidden_aten=SDPA_ATEN,

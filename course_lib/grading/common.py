@@ -84,14 +84,34 @@ def masked_weights_are_zero(index, mask_position):
             return None
         A = as_array(outputs[index], "your weights")
         allowed = as_array(mask, "mask")
-        try:
-            import numpy
+        import numpy
 
+        try:
             allowed = numpy.broadcast_to(allowed, A.shape)
         except ValueError:
             return None
         leaked = (A != 0) & ~allowed
         if leaked.any():
+            # NaN != 0, so NaN weights count as leaked; name them first
+            broken = ~numpy.isfinite(A).all(axis=-1)  # rows with NaN/inf
+            empty = ~allowed.any(axis=-1)  # queries that may read nothing
+            if broken.any() and (empty | ~broken).all():
+                n = int(broken.sum())
+                who = ("1 query whose mask row is all False gets" if n == 1
+                       else f"{n} queries whose mask row is all False get")
+                return (
+                    f"{who} NaN weights: with every score -inf the "
+                    "softmax computes 0/0. Such a query gets all-zero "
+                    "weights (and so a zero output): set its row to 0 "
+                    "after the softmax (multiplying by the mask is not "
+                    "enough, NaN * 0 is NaN)."
+                )
+            if broken.any():
+                return (
+                    f"{int(broken.sum())} rows of your weights contain "
+                    "NaN or inf, including rows that may attend to some "
+                    "key: look for an overflow or a 0/0."
+                )
             count = int(leaked.sum())
             return (
                 f"{count} masked weights are not zero (largest "

@@ -416,9 +416,16 @@ def _mismatch(label, name, case, got_value, expected_value):
                 f"{describe(got_value)}."
             )
         if got_value.dtype is not want_dtype:
+            if want_dtype is torch.bool:
+                advice = "Return a bool tensor (True or False per entry)."
+            elif any(type(a) is torch.Tensor and a.dtype is want_dtype
+                     for a in (*case.args, *case.kwargs.values())):
+                advice = "Keep the input's dtype."
+            else:
+                advice = "Return the dtype the exercise asks for."
             raise GradingError(
                 f"{label}: expected dtype {want_dtype}, got "
-                f"{got_value.dtype}. Keep the input's dtype."
+                f"{got_value.dtype}. {advice}"
             )
     atol, rtol = _tolerance(want_dtype, case)
     if close(got, expected, atol, rtol):

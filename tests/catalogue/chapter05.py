@@ -200,6 +200,33 @@ def attention_flops(n_tokens, d_model, n_heads=1):
     c["total"] = sum(c.values())
     return c
 '''),
+        ("Q K^T counted as N D^2, as in the notes' label", '''
+def attention_flops(n_tokens, d_model, n_heads=1):
+    N, D = n_tokens, d_model
+    c = {"projections": 6 * N * D * D, "scores": 2 * N * D * D,
+         "weighted_sum": 2 * N * N * D, "output_projection": 2 * N * D * D}
+    c["total"] = sum(c.values())
+    return c
+'''),
+        ("one projection counted instead of three", '''
+def attention_flops(n_tokens, d_model, n_heads=1):
+    N, D = n_tokens, d_model
+    c = {"projections": 2 * N * D * D, "scores": 2 * N * N * D,
+         "weighted_sum": 2 * N * N * D, "output_projection": 2 * N * D * D}
+    c["total"] = sum(c.values())
+    return c
+'''),
+        ("the scores and weighted sum of one head only", '''
+def attention_flops(n_tokens, d_model, n_heads=1):
+    N, D = n_tokens, d_model
+    d_head = D // n_heads
+    c = {"projections": 6 * N * D * D,
+         "scores": 2 * N * d_head * N,  # (N, d_head) @ (d_head, N)
+         "weighted_sum": 2 * N * N * d_head,
+         "output_projection": 2 * N * D * D}
+    c["total"] = sum(c.values())
+    return c
+'''),
     ],
     "crossover_length": [
         ("the feed-forward block is left out", '''
@@ -242,6 +269,11 @@ def attention_memory_bytes(n_tokens, n_heads=1, bytes_per_element=4):
 def attention_memory_bytes(n_tokens, n_heads=1, bytes_per_element=4):
     return n_heads * n_tokens ** 2
 '''),
+        ("bits counted instead of bytes", '''
+def attention_memory_bytes(n_tokens, n_heads=1, bytes_per_element=4):
+    bits = 8 * bytes_per_element
+    return n_heads * n_tokens ** 2 * bits
+'''),
     ],
     "fit_power_law": [
         ("a line fitted in linear space", '''
@@ -276,6 +308,14 @@ import numpy as np
 def fit_power_law(xs, ys):
     p, b = np.polyfit(np.log10(np.asarray(xs, dtype=float)),
                       np.log10(np.asarray(ys, dtype=float)), 1)
+    return float(p), float(np.exp(b))
+'''),
+        ("log x fitted against log y (axes swapped)", '''
+import numpy as np
+def fit_power_law(xs, ys):
+    log_x = np.log(np.asarray(xs, dtype=float))
+    log_y = np.log(np.asarray(ys, dtype=float))
+    p, b = np.polyfit(log_y, log_x, 1)
     return float(p), float(np.exp(b))
 '''),
     ],

@@ -170,6 +170,26 @@ def sinusoidal_encoding(n_positions, d_model, base=10000.0):
     PE[:, 1::2] = torch.cos(pos * omega)
     return PE
 '''),
+        ("pos multiplied by base^(2i/d_model) instead of divided", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = pos * base ** (two_i / d_model)
+    PE = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    PE[:, 0::2] = torch.sin(angle)
+    PE[:, 1::2] = torch.cos(angle)
+    return PE.float()
+'''),
+        ("expected dtype torch.float32", '''
+def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = pos / base ** (two_i / d_model)
+    PE = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    PE[:, 0::2] = torch.sin(angle)
+    PE[:, 1::2] = torch.cos(angle)
+    return PE  # float64: the exercise asks for float32
+'''),
     ],
     "relative_position_matrix": [
         ("the rotation is transposed", '''
@@ -215,6 +235,32 @@ def relative_position_matrix(offset, d_model, base=10000.0):
         M[i, i + half] = -math.sin(a)
         M[i + half, i] = math.sin(a)
         M[i + half, i + half] = math.cos(a)
+    return M
+'''),
+        ("exponent i/d_model instead of 2i/d_model", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angle = offset * base ** (-i / d_model)
+    c, s = torch.cos(angle), torch.sin(angle)
+    even = torch.arange(0, d_model, 2)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[even, even] = c
+    M[even, even + 1] = -s
+    M[even + 1, even] = s
+    M[even + 1, even + 1] = c
+    return M.float()
+'''),
+        ("expected dtype torch.float32", '''
+def relative_position_matrix(offset, d_model, base=10000.0):
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    angle = offset * base ** (-2 * i / d_model)
+    c, s = torch.cos(angle), torch.sin(angle)
+    even = torch.arange(0, d_model, 2)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    M[even, even] = c
+    M[even, even + 1] = -s
+    M[even + 1, even] = s
+    M[even + 1, even + 1] = c
     return M
 '''),
     ],
@@ -296,6 +342,33 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     PE = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
     return Z * PE.to(Z.dtype)
+'''),
+        ("positions counted along the first axis", '''
+def apply_rotary(Z, base=10000.0):
+    N, d = Z.shape[0], Z.shape[-1]  # the first axis taken as positions
+    pos = torch.arange(N, dtype=torch.float64)
+    pos = pos.reshape((N,) + (1,) * (Z.dim() - 1))
+    w = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = pos * w
+    c, s = torch.cos(angle).to(Z.dtype), torch.sin(angle).to(Z.dtype)
+    a, b = Z[..., 0::2], Z[..., 1::2]
+    out = torch.empty_like(Z)
+    out[..., 0::2] = a * c + b * s
+    out[..., 1::2] = b * c - a * s
+    return out
+'''),
+        ("expected dtype torch.float64", '''
+def apply_rotary(Z, base=10000.0):
+    Z = Z.float()  # float64 in, float32 out
+    N, d = Z.shape[-2], Z.shape[-1]
+    pos = torch.arange(N, dtype=torch.float32)[:, None]
+    w = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    c, s = torch.cos(pos * w), torch.sin(pos * w)
+    a, b = Z[..., 0::2], Z[..., 1::2]
+    out = torch.empty_like(Z)
+    out[..., 0::2] = a * c + b * s
+    out[..., 1::2] = b * c - a * s
+    return out
 '''),
     ],
 }

@@ -235,6 +235,14 @@ def patchify(images, patch_size):
             "        return torch.cat([cls, tokens], dim=1)")),
         ("channels first inside a patch", _EMBEDDING % (
             "0, 2, 4, 1, 3, 5", _RIGHT)),
+        ("patches in column-major order", _EMBEDDING % (
+            "0, 4, 2, 3, 5, 1", _RIGHT)),
+        ("rows and columns swapped inside a patch", _EMBEDDING % (
+            "0, 2, 4, 5, 3, 1", _RIGHT)),
+        ("a plain reshape instead of a patch split", _EMBEDDING.replace(
+            "x = images.reshape(B, C, H // p, p, W // p, p)\n"
+            "        x = x.permute(%s).reshape(B, -1, p * p * C)",
+            "x = images.reshape(B, -1, p * p * C)") % (_RIGHT,)),
     ],
     "VisionTransformer": [
         ("the head reads the last token instead of the class token",
@@ -250,13 +258,22 @@ def patchify(images, patch_size):
                  + "        logits = self.head(Z[:, 0]).softmax(dim=-1)")),
         ("post-LN layers instead of pre-LN",
          _VIT % ("False", _ENCODE + "        logits = self.head(Z[:, 0])")),
+        ("the head reads the mean of the tokens",
+         _VIT % ("True", _ENCODE + "        logits = self.head(Z.mean(1))")),
+        ("the head reads the mean of the patch tokens",
+         _VIT % ("True", _ENCODE
+                 + "        logits = self.head(Z[:, 1:].mean(dim=1))")),
+        ("weights being a list of one (B, H, N + 1, N + 1) tensor per "
+         "layer", _VIT % ("True", _ENCODE + "        weights = weights[-1]"
+                          "  # the last layer's only\n"
+                          "        logits = self.head(Z[:, 0])")),
     ],
 }
 
 WRONG["vit_parameter_count"] = [
-    ("d_model short: the class token or its position embedding",
+    ("d_model short: the class token, its position embedding",
      _COUNT % (_GRID, "D + N * D", _ATTENTION, "4 * D", "depth", "2 * D")),
-    ("d_model short: the class token or its position embedding",
+    ("d_model short: the class token, its position embedding",
      _COUNT % (_GRID, "(N + 1) * D", _ATTENTION, "4 * D", "depth",
                "2 * D")),
     ("2 d_model short: the final layer norm, or the class token",
@@ -274,6 +291,22 @@ WRONG["vit_parameter_count"] = [
      _COUNT % (_GRID, _TOKENS, _ATTENTION, "4 * D", "1", "2 * D")),
     ("layer norms without their beta",
      _COUNT % (_GRID, _TOKENS, _ATTENTION, "2 * D", "depth", "D")),
+    ("no bias in the head", _COUNT.replace(
+        "(D + 1) * n_classes", "D * n_classes") % (
+        _GRID, _TOKENS, _ATTENTION, "4 * D", "depth", "2 * D")),
+    ("the projection's bias", _COUNT.replace(
+        "(patch_size ** 2 * in_channels + 1) * D",
+        "patch_size ** 2 * in_channels * D") % (
+        _GRID, _TOKENS, _ATTENTION, "4 * D", "depth", "2 * D")),
+    ("no biases in the feed-forward block", _COUNT.replace(
+        "(D + 1) * d_ff + (d_ff + 1) * D", "2 * D * d_ff") % (
+        _GRID, _TOKENS, _ATTENTION, "4 * D", "depth", "2 * D")),
+    ("one feed-forward matrix instead of two", _COUNT.replace(
+        " + (d_ff + 1) * D", "") % (
+        _GRID, _TOKENS, _ATTENTION, "4 * D", "depth", "2 * D")),
+    ("a number of parameters is an int",
+     _COUNT % ("(image_size / patch_size) ** 2", _TOKENS, _ATTENTION,
+               "4 * D", "depth", "2 * D")),
 ]
 
 # -------------------------------------------------------------- cheats

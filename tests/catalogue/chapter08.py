@@ -204,6 +204,18 @@ def elu_feature_map(x):
 def elu_feature_map(x):
     return torch.where(x > 0, x, torch.exp(x) - 1)
 '''),
+        ('ReLU + 1 instead of ELU + 1', '''
+def elu_feature_map(x):
+    return torch.relu(x) + 1
+'''),
+        ('elu(x + 1) instead of elu(x) + 1', '''
+def elu_feature_map(x):
+    return torch.nn.functional.elu(x + 1)
+'''),
+        ('expected dtype torch.float64', '''
+def elu_feature_map(x):
+    return torch.nn.functional.elu(x.float()) + 1  # float32 always
+'''),
     ],
     "linear_attention": [
         ("no normaliser", '''
@@ -222,6 +234,23 @@ def linear_attention(Q, K, V, feature_map=None, eps=1e-6):
     phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
     pq, pk = phi(Q), phi(K)
     return (pq @ (pk.transpose(-2, -1) @ V)) / (pq @ pk.sum(-2)[..., None])
+'''),
+        ('no feature map', '''
+def linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    num = Q @ (K.transpose(-2, -1) @ V)
+    return num / (Q @ K.sum(-2).unsqueeze(-1) + eps)
+'''),
+        ('the feature_map argument is ignored', '''
+def linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    phi = lambda x: torch.nn.functional.elu(x) + 1  # always elu + 1
+    pq, pk = phi(Q), phi(K)
+    num = pq @ (pk.transpose(-2, -1) @ V)
+    return num / (pq @ pk.sum(-2).unsqueeze(-1) + eps)
+'''),
+        ('softmax attention instead of the kernel', '''
+def linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    return scores.softmax(dim=-1) @ V
 '''),
     ],
     "causal_linear_attention": [
@@ -251,6 +280,31 @@ def causal_linear_attention(Q, K, V, feature_map=None, eps=1e-6):
     S = (pk.unsqueeze(-1) * V.unsqueeze(-2)).cumsum(-3)
     num = (pq.unsqueeze(-2) @ S).squeeze(-2)
     return num / (pq @ pk.sum(-2).unsqueeze(-1) + eps)
+'''),
+        ('no normaliser', '''
+def causal_linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(Q), phi(K)
+    S = (pk.unsqueeze(-1) * V.unsqueeze(-2)).cumsum(-3)
+    return (pq.unsqueeze(-2) @ S).squeeze(-2)
+'''),
+        ('eps ignored', '''
+def causal_linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(Q), phi(K)
+    S = (pk.unsqueeze(-1) * V.unsqueeze(-2)).cumsum(-3)
+    z = pk.cumsum(-2)
+    num = (pq.unsqueeze(-2) @ S).squeeze(-2)
+    return num / (pq * z).sum(-1, keepdim=True)
+'''),
+        ('the feature_map argument is ignored', '''
+def causal_linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    phi = lambda x: torch.nn.functional.elu(x) + 1  # always elu + 1
+    pq, pk = phi(Q), phi(K)
+    S = (pk.unsqueeze(-1) * V.unsqueeze(-2)).cumsum(-3)
+    z = pk.cumsum(-2)
+    num = (pq.unsqueeze(-2) @ S).squeeze(-2)
+    return num / ((pq * z).sum(-1, keepdim=True) + eps)
 '''),
     ],
     "recurrent_linear_attention_step": [
@@ -283,6 +337,49 @@ def recurrent_linear_attention_step(state, q, k, v, feature_map=None,
     z += pk
     out = (pq.unsqueeze(-2) @ S).squeeze(-2)
     return out / ((pq * z).sum(-1, keepdim=True) + eps), (S, z)
+'''),
+        ('no normaliser', '''
+def recurrent_linear_attention_step(state, q, k, v, feature_map=None,
+                                    eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(q), phi(k)
+    if state is None:
+        S = torch.zeros(*pk.shape, v.shape[-1], dtype=q.dtype)
+        z = torch.zeros_like(pk)
+    else:
+        S, z = state
+    S = S + pk.unsqueeze(-1) * v.unsqueeze(-2)
+    return (pq.unsqueeze(-2) @ S).squeeze(-2), (S, z + pk)
+'''),
+        ('z is not updated', '''
+def recurrent_linear_attention_step(state, q, k, v, feature_map=None,
+                                    eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(q), phi(k)
+    if state is None:
+        S = torch.zeros(*pk.shape, v.shape[-1], dtype=q.dtype)
+        z = torch.zeros_like(pk)
+    else:
+        S, z = state
+    S = S + pk.unsqueeze(-1) * v.unsqueeze(-2)
+    y = (pq.unsqueeze(-2) @ S).squeeze(-2) / (
+        (pq * (z + pk)).sum(-1, keepdim=True) + eps)
+    return y, (S, z)  # the returned z lacks phi(k)
+'''),
+        ('eps ignored', '''
+def recurrent_linear_attention_step(state, q, k, v, feature_map=None,
+                                    eps=1e-6):
+    phi = feature_map or (lambda x: torch.nn.functional.elu(x) + 1)
+    pq, pk = phi(q), phi(k)
+    if state is None:
+        S = torch.zeros(*pk.shape, v.shape[-1], dtype=q.dtype)
+        z = torch.zeros_like(pk)
+    else:
+        S, z = state
+    S = S + pk.unsqueeze(-1) * v.unsqueeze(-2)
+    z = z + pk
+    y = (pq.unsqueeze(-2) @ S).squeeze(-2) / (pq * z).sum(-1, keepdim=True)
+    return y, (S, z)
 '''),
     ],
     "chunked_linear_attention_step": [
@@ -318,6 +415,22 @@ def favor_plus_features(X, W):
     sq = (X * X).sum(-1, keepdim=True)
     return torch.exp(X @ W - sq / 2) / W.shape[0] ** 0.5
 '''),
+        ('divided by m instead of sqrt(m)', '''
+def favor_plus_features(X, W):
+    m = W.shape[0]
+    return torch.exp(X @ W.T - (X ** 2).sum(-1, keepdim=True) / 2) / m
+'''),
+        ('-|x|^2 instead of -|x|^2/2', '''
+def favor_plus_features(X, W):
+    m = W.shape[0]
+    return torch.exp(X @ W.T - (X ** 2).sum(-1, keepdim=True)) / m ** 0.5
+'''),
+        ('|x| instead of |x|^2', '''
+def favor_plus_features(X, W):
+    m = W.shape[0]
+    norm = X.norm(dim=-1, keepdim=True)
+    return torch.exp(X @ W.T - norm / 2) / m ** 0.5
+'''),
     ],
     "local_attention_mask": [
         ("the window is off by one (|i - j| < window)", '''
@@ -328,6 +441,21 @@ def local_attention_mask(n, window):
         ("a one-sided window (past keys only)", '''
 def local_attention_mask(n, window):
     return torch.ones(n, n, dtype=torch.bool).tril().triu(-window)
+'''),
+        ('the window is off by one (|i - j| <= window + 1)', '''
+def local_attention_mask(n, window):
+    i = torch.arange(n)
+    return (i[:, None] - i[None, :]).abs() <= window + 1
+'''),
+        ('your mask is inverted', '''
+def local_attention_mask(n, window):
+    i = torch.arange(n)
+    return (i[:, None] - i[None, :]).abs() > window
+'''),
+        ('expected dtype torch.bool', '''
+def local_attention_mask(n, window):
+    i = torch.arange(n)
+    return ((i[:, None] - i[None, :]).abs() <= window).int()
 '''),
     ],
 }
