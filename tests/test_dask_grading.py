@@ -5,7 +5,8 @@ processes on 127.0.0.1 (the ``dask scheduler`` and ``dask worker``
 commands), grades a small class through ``--scheduler``, kills one
 worker in the middle of the batch, and checks that every student has
 exactly one grade, equal to the grade the embedded cluster gives. The
-assignment is a lean notebook (no torch) so that the batch stays short.
+assignment is a lean notebook (one exercise of chapter 1, checked as the
+course checks it) so that the batch stays short.
 """
 
 import csv
@@ -30,17 +31,26 @@ from course_tools.classroom.grade import Options, grade_class
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "00_lean"
 NAME = "lean"
-SOLUTION = """def double(x):
+SETUP = "import time\nimport torch\nfrom course_lib.grading import check\n"
+SOLUTION = """def softmax(x, dim=-1):
     ### BEGIN SOLUTION
-    return 2 * x
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
     ### END SOLUTION
 """
 # Each answer sleeps, so that the batch is still running when a worker
 # is killed.
-RIGHT = "import time\ntime.sleep(2)\ndef double(x):\n    return 2 * x\n"
-WRONG = "import time\ntime.sleep(2)\ndef double(x):\n    return x + 2\n"
+RIGHT = """time.sleep(2)
+def softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+"""
+WRONG = """time.sleep(2)
+def softmax(x, dim=-1):
+    return torch.exp(x) / x.shape[dim]
+"""
 STUDENTS = {f"s{k}": (RIGHT, 2.0) if k % 2 == 0 else (WRONG, 0.0)
-            for k in range(8)}
+            for k in range(6)}
 
 
 def _meta(grade_id, *, grade, solution, points=0):
@@ -54,10 +64,12 @@ def _meta(grade_id, *, grade, solution, points=0):
 def _make_course(path):
     source = new_notebook(cells=[
         new_markdown_cell("# A lean assignment"),
-        new_code_cell(SOLUTION, metadata=_meta("double", grade=False,
+        new_code_cell(SETUP, metadata=_meta("setup", grade=False,
+                                            solution=False)),
+        new_code_cell(SOLUTION, metadata=_meta("softmax", grade=False,
                                                solution=True)),
-        new_code_cell("assert double(3) == 6",
-                      metadata=_meta("test_double", grade=True,
+        new_code_cell('check("softmax", softmax)',
+                      metadata=_meta("test_softmax", grade=True,
                                      solution=False, points=2))])
     source.metadata["kernelspec"] = {"name": "python3",
                                      "display_name": "Python 3",
@@ -73,7 +85,7 @@ def _make_course(path):
         notebook = nbformat.from_dict(json.loads(json.dumps(released)))
         for cell in notebook.cells:
             if cell.metadata.get("nbgrader", {}).get("grade_id") == \
-                    "double":
+                    "softmax":
                 cell.source = answer
         folder = path / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
@@ -142,6 +154,7 @@ def test_a_real_cluster_loses_a_worker_and_grades_everyone_once(
     address_file = tmp_path / "scheduler.json"
     logs = {n: open(tmp_path / f"{n}.log", "wb")
             for n in ("scheduler", "a", "b")}
+    grading = None
     processes = {"scheduler": _start(
         [dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
          "--no-dashboard", "--scheduler-file", str(address_file)],
@@ -163,17 +176,21 @@ def test_a_real_cluster_loses_a_worker_and_grades_everyone_once(
                                    stderr=subprocess.PIPE, text=True)
         state = remote / "grading_state.json"
 
-        def graded():
+        def graded():  # the state file: {gradebook: {submissions}}
             try:
-                return len(json.loads(state.read_text())["submissions"])
-            except (OSError, ValueError, KeyError):
+                saved = json.loads(state.read_text())
+            except (OSError, ValueError):
                 return 0
+            return sum(len(s["submissions"]) for s in saved.values())
 
         _wait_for(lambda: graded() >= 1, "the first result")
         assert graded() < len(STUDENTS), "the batch ended too soon"
         _stop(processes["a"])  # in the middle of the batch
         out, err = grading.communicate(timeout=300)
     finally:
+        if grading is not None and grading.poll() is None:
+            grading.kill()
+            grading.wait()
         for process in processes.values():
             _stop(process)
         for log in logs.values():
@@ -190,7 +207,8 @@ def test_a_real_cluster_loses_a_worker_and_grades_everyone_once(
 
     # A re-run grades only what is missing: one student forgotten.
     saved = json.loads(state.read_text())
-    del saved["submissions"][f"{ASSIGNMENT}/s3"]
+    (entry,) = saved.values()
+    del entry["submissions"][f"{ASSIGNMENT}/s3"]
     state.write_text(json.dumps(saved))
     again = grade_class(Options(root=remote, jobs=1, timeout=30,
                                 progress=False, isolate=isolate))
