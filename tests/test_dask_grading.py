@@ -61,7 +61,7 @@ def _meta(grade_id, *, grade, solution, points=0):
     return {"nbgrader": meta}
 
 
-def _make_course(path):
+def _make_course(path, students=STUDENTS):
     source = new_notebook(cells=[
         new_markdown_cell("# A lean assignment"),
         new_code_cell(SETUP, metadata=_meta("setup", grade=False,
@@ -81,7 +81,7 @@ def _make_course(path):
     released = nbformat.read(release.generate(
         ASSIGNMENT, root=path, destination=path / "released")
         / f"{NAME}.ipynb", 4)
-    for student, (answer, _) in STUDENTS.items():
+    for student, (answer, _) in students.items():
         notebook = nbformat.from_dict(json.loads(json.dumps(released)))
         for cell in notebook.cells:
             if cell.metadata.get("nbgrader", {}).get("grade_id") == \
