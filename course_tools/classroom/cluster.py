@@ -1,13 +1,15 @@
 """Grading on Dask: submissions out to the workers, results back.
 
-The grader's side (``connect``, ``check_isolation``, ``run``) opens a
-``dask.distributed`` client: on an embedded ``LocalCluster`` of ``jobs``
-worker processes with one thread each, or on an existing cluster
-(``--scheduler tcp://HOST:PORT``, or Dask's ``DASK_SCHEDULER_ADDRESS``)
-whose workers have the course's environment installed. Every submission
-travels as data (:mod:`.parcel`) with its assignment's template, which
-is scattered once; ``run`` keeps a bounded number of them in flight and
-yields each result as it arrives, from any worker.
+The grader's side (``Starting``, ``check_isolation``, ``run``) opens a
+``dask.distributed`` client, in a thread while the grader builds the
+templates: on an embedded ``LocalCluster`` of ``jobs`` worker processes
+with one thread each, or on an existing cluster (``--scheduler
+tcp://HOST:PORT``, or Dask's ``DASK_SCHEDULER_ADDRESS``) whose workers
+have the course's environment installed. Every submission travels as
+data (:mod:`.parcel`) with its assignment's template (tens of kB, sent
+with each submission so that no worker's death can lose it); ``run``
+keeps a bounded number of them in flight and yields each result as it
+arrives, from any worker.
 
 A worker that dies costs a retry of its submissions on another worker
 (the scheduler's ``allowed-failures``); past that bound the submission
@@ -88,6 +90,36 @@ def connect(address, jobs):
     return client, cluster, lines
 
 
+class Starting:
+    """``connect`` in a thread: the workers start while the grader does
+    something else. ``result()`` waits for ``(client, cluster, lines)``;
+    ``close(settings)`` stops what was started (:func:`close`)."""
+
+    def __init__(self, address, jobs):
+        self._found = {}
+        self._thread = threading.Thread(target=self._connect,
+                                        args=(address, jobs), daemon=True)
+        self._thread.start()
+
+    def _connect(self, address, jobs):
+        try:
+            self._found["value"] = connect(address, jobs)
+        except BaseException as error:  # raised again by result()
+            self._found["error"] = error
+
+    def result(self):
+        self._thread.join()
+        if "error" in self._found:
+            raise self._found["error"]
+        return self._found["value"]
+
+    def close(self, settings):
+        self._thread.join()
+        if "value" in self._found:
+            client, cluster, _ = self._found.pop("value")
+            close(client, cluster, settings)
+
+
 def _has_bokeh():
     try:
         import bokeh  # noqa: F401
@@ -116,8 +148,6 @@ def run(client, tasks, *, templates, settings, limit_s):
     any worker has status ``ungraded``."""
     from distributed import as_completed
 
-    shared = {name: client.scatter(data, hash=False)
-              for name, data in templates.items()}
     threads = sum(w["nthreads"] for w in
                   client.scheduler_info()["workers"].values())
     batch = uuid.uuid4().hex[:8]
@@ -132,7 +162,7 @@ def run(client, tasks, *, templates, settings, limit_s):
                 if key not in ("submission", "template", "template_db",
                                "work", "collected")}
         future = client.submit(
-            grade_submission, wire, submission, shared[task["assignment"]],
+            grade_submission, wire, submission, templates[task["assignment"]],
             settings, limit_s, key=f"grade-{batch}-{k}", pure=False,
             retries=RETRIES)
         futures[future] = task
@@ -152,8 +182,6 @@ def run(client, tasks, *, templates, settings, limit_s):
         if more is not None:
             pending.add(submit(*more))
         yield task, result
-    for future in shared.values():
-        future.release()
 
 
 def _max_notebook():

@@ -128,6 +128,14 @@ def _grade_class(options):
         outcomes.sort(key=lambda o: (o.assignment, o.student))
         return outcomes
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
+    # The workers start while the templates are built.
+    jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(todo)))
+    starting = cluster.Starting(options.scheduler, jobs)
+    settings = {"memory_mb": options.memory_mb,
+                "skip_tagged": options.skip_tagged,
+                "timeout": options.timeout, "isolate": options.isolate,
+                "disk_mb": options.disk_mb,
+                "hide": _hidden(course, options, scratch)}
     try:
         templates = _templates(course, sorted({a for a, _, _, _ in todo}),
                                scratch, state, sources)
@@ -137,9 +145,10 @@ def _grade_class(options):
         for task in tasks:
             task["collected"] = notes.get((task["assignment"],
                                            task["student"]), [])
-        outcomes += _grade(course, options, state, tasks, templates,
-                           scratch)
+        outcomes += _grade(starting, course, options, state, tasks,
+                           templates, settings)
     finally:
+        starting.close(settings)
         shutil.rmtree(scratch, ignore_errors=True)
     outcomes.sort(key=lambda o: (o.assignment, o.student))
     return outcomes
@@ -189,26 +198,12 @@ def _templates(course, names, scratch, state, sources):
     return templates
 
 
-def _grade(course, options, state, tasks, templates, scratch):
-    jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(tasks)))
-    settings = {"memory_mb": options.memory_mb,
-                "skip_tagged": options.skip_tagged,
-                "timeout": options.timeout, "isolate": options.isolate,
-                "disk_mb": options.disk_mb,
-                "hide": _hidden(course, options, scratch)}
-    client, embedded, lines = cluster.connect(options.scheduler, jobs)
-    try:
-        if options.progress:
-            print("\n".join(lines), file=sys.stderr)
-        return _grade_on(client, course, options, state, tasks, templates,
-                         settings)
-    finally:
-        cluster.close(client, embedded, settings)
-
-
-def _grade_on(client, course, options, state, tasks, templates, settings):
+def _grade(starting, course, options, state, tasks, templates, settings):
     from nbgrader.api import Gradebook
 
+    client, _, lines = starting.result()
+    if options.progress:
+        print("\n".join(lines), file=sys.stderr)
     outcomes = []
     notes = []
     if not options.isolate:
