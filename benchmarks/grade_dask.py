@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -83,11 +84,18 @@ if __name__ == "__main__":
     script.write_text(code)
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run([sys.executable, str(script)], cwd=course,
                             capture_output=True, text=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         sys.exit(f"grading with {tree} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    # CPU seconds of the run and the processes it waited for (kernels
+    # included): steadier than wall time on a shared machine.
+    figures["cpu_s"] = (after.ru_utime - before.ru_utime
+                        + after.ru_stime - before.ru_stime)
+    return figures
 
 
 def main():
@@ -122,6 +130,7 @@ def main():
     if len(scores) != 1:
         sys.exit(f"the graders disagree: {scores}")
     walls = {n: [r["wall_s"] for r in rs] for n, rs in runs.items()}
+    cpus = {n: [r["cpu_s"] for r in rs] for n, rs in runs.items()}
     dask = runs["dask"]
     grading = [s for r in dask for s in r["grading_s"]]
     store = [s for r in dask for s in r["store_s"]]
@@ -138,6 +147,11 @@ def main():
         "dask_over_pool_median": round(
             statistics.median(walls["dask"])
             / statistics.median(walls["pool"]), 2),
+        "pool_cpu_s": [round(c, 1) for c in cpus["pool"]],
+        "dask_cpu_s": [round(c, 1) for c in cpus["dask"]],
+        "dask_over_pool_cpu_median": round(
+            statistics.median(cpus["dask"])
+            / statistics.median(cpus["pool"]), 2),
         "grading_s_per_submission_median": round(
             statistics.median(grading), 2),
         "grading_s_per_submission_range": [round(min(grading), 2),

@@ -2,14 +2,15 @@
 
 The grader's side (``Starting``, ``check_isolation``, ``run``) opens a
 ``dask.distributed`` client, in a thread while the grader builds the
-templates: on an embedded ``LocalCluster`` of ``jobs`` worker processes
-with one thread each, or on an existing cluster (``--scheduler
-tcp://HOST:PORT``, or Dask's ``DASK_SCHEDULER_ADDRESS``) whose workers
-have the course's environment installed. Every submission travels as
-data (:mod:`.parcel`) with its assignment's template (tens of kB, sent
-with each submission so that no worker's death can lose it); ``run``
-keeps a bounded number of them in flight and yields each result as it
-arrives, from any worker.
+templates: on an embedded ``LocalCluster`` of ``jobs`` workers, threads
+of this process (each drives a grading process of its own, so nothing is
+gained by a Dask worker process around it), or on an existing cluster
+(``--scheduler tcp://HOST:PORT``, or Dask's ``DASK_SCHEDULER_ADDRESS``)
+whose workers have the course's environment installed. Every
+submission travels as data (:mod:`.parcel`) with its assignment's
+template (tens of kB, sent with each submission so that no worker's
+death can lose it); ``run`` keeps a bounded number of them in flight and
+yields each result as it arrives, from any worker.
 
 A worker that dies costs a retry of its submissions on another worker
 (the scheduler's ``allowed-failures``); past that bound the submission
@@ -66,15 +67,16 @@ def connect(address, jobs):
                                f" ({error})") from None
         cluster = None
     else:
-        dashboard = ":0" if _has_bokeh() else None
-        # Workers start their grading processes with subprocess, which a
-        # daemonic worker process may do (multiprocessing children not).
+        # The dashboard answers on this machine only.
+        dashboard = "127.0.0.1:0" if _has_bokeh() else None
+        # In-process workers: the grading happens in their grading
+        # processes (benchmarks/grade_dask.py measures both kinds).
         with dask.config.set({"distributed.scheduler.allowed-failures":
                               ALLOWED_FAILURES}):
             cluster = LocalCluster(
-                n_workers=jobs, threads_per_worker=1, processes=True,
-                host="127.0.0.1", dashboard_address=dashboard,
-                memory_limit=0, silence_logs=40)
+                n_workers=jobs, threads_per_worker=1, processes=False,
+                dashboard_address=dashboard, memory_limit=0,
+                silence_logs=40)
             client = Client(cluster)
     workers = client.scheduler_info()["workers"]
     threads = sum(w["nthreads"] for w in workers.values())
@@ -229,6 +231,7 @@ def failed(task, reason):
 
 _SLOTS = {}  # (thread, settings) -> _Slot
 _SLOTS_LOCK = threading.Lock()
+_PROBED = {}  # settings -> what probe found on this machine
 
 
 def grade_submission(task, submission, template, settings, limit_s):
@@ -282,6 +285,7 @@ def probe(settings):
         "kernel limits per process only (no memory and pids control "
         "groups can be written here): memory is an address-space cap per "
         "process, processes a per-user cap"]
+    _PROBED[_batch(settings)] = line, fallbacks
     return line, fallbacks
 
 
@@ -313,7 +317,7 @@ class _Slot:
 
     def __init__(self, settings):
         if settings.get("isolate", True):
-            line, _ = probe(settings)
+            line, _ = _PROBED.get(_batch(settings)) or probe(settings)
             if line != "isolated":
                 raise RuntimeError(
                     f"this worker cannot isolate the students' kernels "
