@@ -67,15 +67,20 @@ def connect(address, jobs):
                                f" ({error})") from None
         cluster = None
     else:
-        # The dashboard answers on this machine only.
-        dashboard = "127.0.0.1:0" if _has_bokeh() else None
         # In-process workers: the grading happens in their grading
-        # processes (benchmarks/grade_dask.py measures both kinds).
+        # processes (benchmarks/grade_dask.py measures both kinds). All
+        # of it listens on this machine only.
+        # Its workers only wait on their grading processes: no profiler
+        # sampling them every 10 ms.
         with dask.config.set({"distributed.scheduler.allowed-failures":
-                              ALLOWED_FAILURES}):
+                              ALLOWED_FAILURES,
+                              "distributed.worker.profile.enabled": False,
+                              "distributed.admin.system-monitor.interval":
+                              "2s"}):
             cluster = LocalCluster(
                 n_workers=jobs, threads_per_worker=1, processes=False,
-                dashboard_address=dashboard, memory_limit=0,
+                protocol="tcp://", host="127.0.0.1",
+                dashboard_address="127.0.0.1:0", memory_limit=0,
                 silence_logs=40)
             client = Client(cluster)
     workers = client.scheduler_info()["workers"]
@@ -83,13 +88,19 @@ def connect(address, jobs):
     where = address or "an embedded LocalCluster"
     lines = [f"grading on {where}: {len(workers)} workers, {threads} "
              "threads"]
-    services = client.scheduler_info().get("services", {})
-    if "dashboard" in services:
+    try:  # the scheduler serves its HTTP routes without bokeh too
+        shown = client.run_on_scheduler(_serves_dashboard)
+    except Exception:  # a scheduler that runs nothing it is sent
+        shown = False
+    if shown:
         lines.append(f"Dask dashboard: {client.dashboard_link}")
     else:
-        lines.append("no Dask dashboard (the scheduler has none; "
-                     "installing bokeh gives one)")
+        lines.append("no Dask dashboard (its scheduler has no bokeh)")
     return client, cluster, lines
+
+
+def _serves_dashboard(dask_scheduler=None):
+    return "bokeh" in sys.modules
 
 
 class Starting:
@@ -120,14 +131,6 @@ class Starting:
         if "value" in self._found:
             client, cluster, _ = self._found.pop("value")
             close(client, cluster, settings)
-
-
-def _has_bokeh():
-    try:
-        import bokeh  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def check_isolation(client, settings):
@@ -401,18 +404,16 @@ def _spawn(settings):
     log = open(Path(settings["scratch"]) / "worker.log", "ab")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    # The grading process's own memory is capped too (kernels get less).
-    limit = max(8192, 2 * settings["memory_mb"]) * 2**20
-
-    def cap():
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
     process = subprocess.Popen(
         [sys.executable, "-I", "-u", "-m", "course_tools.classroom.worker",
          json.dumps(settings)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-        start_new_session=True, preexec_fn=cap)
+        start_new_session=True)
     log.close()
+    # The grading process's own memory is capped too (kernels get less);
+    # set from outside, as a preexec_fn is unsafe beside other threads.
+    limit = max(8192, 2 * settings["memory_mb"]) * 2**20
+    resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
     return process
 
 
