@@ -40,6 +40,26 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+CLASS = 10_000  # submissions of the projection
+THREADS = (1, 16, 64, 128, 256)  # worker threads, one per core
+
+
+def projection(store_s):
+    """Hours to grade ``CLASS`` submissions of the real chapters on W
+    worker threads: the workers' share, or the grader's one writer's
+    (``store_s`` per result), whichever is longer. A real submission's
+    worker cost comes from ``grade_class.latest.json`` (chapters 1-3,
+    ``make grade``): its wall time times its jobs, per submission."""
+    real = json.loads((HERE / "grade_class.latest.json").read_text())
+    core_s = real["make_grade_s"] * real["jobs"] / real["submissions"]
+    return {
+        "core_s_per_real_submission": round(core_s, 1),
+        "core_hours_for_class": round(CLASS * core_s / 3600, 1),
+        "writer_hours_for_class": round(CLASS * store_s / 3600, 2),
+        "threads_the_writer_keeps_up_with": int(core_s / store_s),
+        "hours_by_threads": {w: round(max(CLASS * core_s / w,
+                                          CLASS * store_s) / 3600, 2)
+                             for w in THREADS}}
 
 
 def build(course, students):
@@ -160,6 +180,7 @@ def main():
         "store_s_per_result_max": round(max(store), 3),
         "fixed_s_per_batch_median": round(statistics.median(fixed), 1),
         "all_grades_agree": True,
+        f"projection_{CLASS}": projection(statistics.median(store)),
     }
     (HERE / "grade_dask.latest.json").write_text(
         json.dumps(figures, indent=1) + "\n")
