@@ -8,8 +8,8 @@ gained by a Dask worker process around it), or on an existing cluster
 (``--scheduler tcp://HOST:PORT``, or Dask's ``DASK_SCHEDULER_ADDRESS``)
 whose workers have the course's environment installed. Every
 submission travels as data (:mod:`.parcel`) with its assignment's
-template (tens of kB, sent with each submission so that no worker's
-death can lose it); ``run`` keeps a bounded number of them in flight and
+template (sent with each submission, so that no worker's death can
+lose it); ``run`` keeps a bounded number of them in flight and
 yields each result as it arrives, from any worker.
 
 A worker that dies costs a retry of its submissions on another worker
