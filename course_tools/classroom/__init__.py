@@ -2,6 +2,7 @@
 
     python -m course_tools.classroom [ASSIGNMENT ...] [--jobs N] [--force]
                                    [--db URL] [--collect FOLDER]
+                                   [--scheduler tcp://HOST:PORT]
 
 Modules: ``course`` (the course folder, its submissions and the templates
 each assignment is graded from), ``collect`` (LMS downloads into
@@ -12,9 +13,10 @@ student's kernel as a user of its own in new namespaces), ``box`` (the
 kernel's size-capped folder and uid, seen from the grader), ``cgroup``
 (memory and process limits for a whole submission), ``files`` (copies of
 what a student wrote: no link followed, bounded), ``worker`` (grades one
-submission in a scratch course with nbgrader's API), ``pool`` (the worker
-processes),
-``record`` (writes results into the real gradebook, one writer),
+submission in a scratch course with nbgrader's API), ``cluster`` (the
+submissions scheduled on Dask, each worker thread with a grading process
+of its own), ``parcel`` (submissions, templates and graded folders as
+data), ``record`` (writes results into the real gradebook, one writer),
 ``feedback`` (the student's HTML feedback) and ``grade`` (the batch:
 progress, summary, ``grades.csv``).
 """

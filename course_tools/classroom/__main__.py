@@ -20,7 +20,12 @@ def parse(argv):
     parser.add_argument("--course", type=Path, default=Path("."),
                         help="the course folder (default: .)")
     parser.add_argument("--jobs", "-j", type=int, default=0,
-                        help="parallel workers (default: the CPUs)")
+                        help="worker processes of the embedded Dask "
+                        "cluster (default: the CPUs)")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                        help="grade on this Dask cluster instead, whose "
+                        "workers have the course's environment (default: "
+                        "$DASK_SCHEDULER_ADDRESS, else an embedded one)")
     parser.add_argument("--force", action="store_true",
                         help="regrade unchanged submissions too")
     parser.add_argument("--db", help="gradebook SQLAlchemy URL (default: "
@@ -60,7 +65,8 @@ def main(argv=None):
     warnings.filterwarnings("ignore", category=SAWarning)
     options = Options(
         root=args.course, assignments=tuple(args.assignments),
-        jobs=args.jobs, force=args.force, db_url=args.db,
+        jobs=args.jobs, scheduler=args.scheduler, force=args.force,
+        db_url=args.db,
         timeout=args.timeout, memory_mb=args.memory_mb,
         submission_timeout=args.submission_timeout,
         isolate=not args.no_isolation, disk_mb=args.disk_mb,
@@ -73,6 +79,11 @@ def main(argv=None):
         return 2
     print(summary_text(outcomes))
     print(f"grades: {(args.course / 'grades.csv').resolve()}")
+    lost = sum(o.status == "ungraded" for o in outcomes)
+    if lost:
+        print(f"{lost} submissions could not be graded: run again to "
+              "grade them", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,26 +1,26 @@
 """The batch: templates, workers in parallel, one writer, the summary.
 
-Each worker process grades one submission at a time in a scratch course
-of its own; this process alone writes the results into the gradebook,
-the autograded notebooks and the feedback, in the order they arrive, and
-remembers what it graded (``grading_state.json``) so that a re-run grades
-only what is new or changed.
+The submissions are graded on Dask (:mod:`.cluster`): an embedded
+cluster of ``jobs`` processes, or an existing one (``scheduler``). Each
+worker grades one submission at a time in a scratch course of its own
+and sends the result back as data; this process alone writes the results
+into the gradebook, the autograded notebooks and the feedback, in the
+order they arrive, and remembers what it graded (``grading_state.json``)
+so that a re-run grades only what is new, changed or not graded yet.
 """
 
 import fcntl
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_tools.classroom import cgroup, feedback, files, record
+from course_tools.classroom import cluster, feedback, files, parcel, record
 from course_tools.classroom import collect as downloads
 from course_tools.classroom import course as C
 from course_tools.classroom.collect import DEFAULT_REGEX
-from course_tools.classroom.pool import run_workers
 
 LOCK = ".grading.lock"
 NOT_ISOLATED = ("--no-isolation: they run as the grader's user and can "
@@ -35,7 +35,8 @@ STORE = {"max_depth": 8, "max_files": 500, "max_bytes": 64 * 2**20,
 class Options:
     root: Path = Path(".")
     assignments: tuple = ()
-    jobs: int = 0  # 0: the number of CPUs
+    jobs: int = 0  # 0: the number of CPUs (embedded cluster)
+    scheduler: str | None = None  # tcp://HOST:PORT of a Dask cluster
     force: bool = False
     db_url: str | None = None
     timeout: int = 60  # seconds per cell
@@ -60,7 +61,9 @@ class Outcomes(list):
 class Outcome:
     assignment: str
     student: str
-    status: str  # graded, failed (graded 0 where it broke), unchanged
+    # graded, failed (graded 0 where it broke), unchanged, ungraded (no
+    # worker could grade it: nothing recorded, the next run grades it)
+    status: str
     score: float
     max_score: float
     reasons: list = field(default_factory=list)
@@ -110,7 +113,8 @@ def _grade_class(options):
     tools = Path(__file__).resolve().parent.parent  # course_tools
     settings = (f"{options.timeout}/{options.memory_mb}/{options.isolate}/"
                 f"{options.skip_tagged}/"
-                + C.hash_folder(_installation() / "course_lib" / "grading",
+                + C.hash_folder(cluster.installation() / "course_lib"
+                                / "grading",
                                 tools))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     outcomes, todo = _triage(course, options, state, sources,
@@ -125,6 +129,14 @@ def _grade_class(options):
         outcomes.sort(key=lambda o: (o.assignment, o.student))
         return outcomes
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
+    # The workers start while the templates are built.
+    jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(todo)))
+    starting = cluster.Starting(options.scheduler, jobs)
+    settings = {"memory_mb": options.memory_mb,
+                "skip_tagged": options.skip_tagged,
+                "timeout": options.timeout, "isolate": options.isolate,
+                "disk_mb": options.disk_mb,
+                "hide": _hidden(course, options, scratch)}
     try:
         templates = _templates(course, sorted({a for a, _, _, _ in todo}),
                                scratch, state, sources)
@@ -134,9 +146,10 @@ def _grade_class(options):
         for task in tasks:
             task["collected"] = notes.get((task["assignment"],
                                            task["student"]), [])
-        outcomes += _grade(course, options, state, tasks, templates,
-                           scratch)
+        outcomes += _grade(starting, course, options, state, tasks,
+                           templates, settings)
     finally:
+        starting.close(settings)
         shutil.rmtree(scratch, ignore_errors=True)
     outcomes.sort(key=lambda o: (o.assignment, o.student))
     return outcomes
@@ -186,35 +199,39 @@ def _templates(course, names, scratch, state, sources):
     return templates
 
 
-def _grade(course, options, state, tasks, templates, scratch):
+def _grade(starting, course, options, state, tasks, templates, settings):
     from nbgrader.api import Gradebook
 
+    client, _, lines = starting.result()
+    if options.progress:
+        print("\n".join(lines), file=sys.stderr)
     outcomes = []
-    jobs = options.jobs or os.cpu_count() or 1
-    settings = {"scratch": str(scratch), "memory_mb": options.memory_mb,
-                "skip_tagged": options.skip_tagged,
-                "timeout": options.timeout, "isolate": options.isolate,
-                "disk_mb": options.disk_mb,
-                "hide": _hidden(course, options, scratch),
-                "read_only": _read_only(course)}
     notes = []
     if not options.isolate:
         notes.append(f"kernels not isolated ({NOT_ISOLATED})")
     elif tasks:
-        line, fallbacks = probe(settings, scratch)
+        line, fallbacks = probe(settings, client)
         if line != "isolated":
             raise RuntimeError(
                 f"the students' kernels cannot be isolated here ({line}); "
                 "grade as root, or pass --no-isolation to run them as "
                 f"the grader's user ({NOT_ISOLATED})")
         notes += fallbacks
+    packed = {name: parcel.pack_tree(t.course.parent)
+              for name, t in templates.items()}
     bar = _progress(len(tasks), options.progress)
     with Gradebook(course.db_url) as gradebook:
-        for task, result in run_workers(
-                tasks, jobs=jobs, settings=settings,
+        for task, result in cluster.run(
+                client, tasks, templates=packed, settings=settings,
                 limit_s=options.submission_timeout):
             result["reasons"] = (task.get("collected", [])
                                  + result.get("reasons", []) + notes)
+            if result["status"] == "ungraded":
+                outcomes.append(Outcome(
+                    task["assignment"], task["student"], "ungraded", 0.0,
+                    0.0, result["reasons"]))
+                bar.update(1)
+                continue
             outcome = _store(course, gradebook, templates, task, result)
             outcomes.append(outcome)
             state["submissions"][f"{task['assignment']}/"
@@ -230,25 +247,11 @@ def _grade(course, options, state, tasks, templates, scratch):
     return outcomes
 
 
-def probe(settings, scratch):
-    """What isolation the sandbox achieves here: ``(line, fallbacks)``,
-    line ``isolated`` or ``not isolated: WHY``, and what falls back to
-    weaker limits."""
-    folder = scratch / "probe"
-    folder.mkdir(exist_ok=True)
-    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
-            "--probe"] + [f"--hide={p}" for p in settings["hide"]] + [
-            f"--read-only={p}" for p in settings["read_only"]]
-    result = subprocess.run(argv, cwd=folder, capture_output=True,
-                            text=True)
-    lines = (result.stdout + result.stderr).strip().splitlines()
-    line = lines[-1] if lines else "the sandbox printed nothing"
-    kind, _ = cgroup.plan("course-kernel-probe")
-    fallbacks = [] if kind != "none" else [
-        "kernel limits per process only (no memory and pids control "
-        "groups can be written here): memory is an address-space cap per "
-        "process, processes a per-user cap"]
-    return line, fallbacks
+def probe(settings, client):
+    """What isolation the sandbox achieves on every worker: ``(line,
+    fallbacks)``, line ``isolated`` or ``not isolated: WHY``, and what
+    falls back to weaker limits (:func:`cluster.check_isolation`)."""
+    return cluster.check_isolation(client, settings)
 
 
 def _task(course, template, student, folder, work, digest):
@@ -264,7 +267,8 @@ def _task(course, template, student, folder, work, digest):
 def _hidden(course, options, scratch):
     """What a kernel must not see, should any of it lie under a folder it
     sees (the kernel's root holds only the Python installation, the
-    ``course_lib`` package and its own box)."""
+    ``course_lib`` package and its own box); a worker adds its own
+    (:func:`cluster._hide`), and skips what its machine does not have."""
     paths = [course.path(f) for f in ("submitted", "autograded",
                                       "feedback", "source")]
     paths += [course.root / n for n in (".git", C.STATE, "grades.csv",
@@ -275,38 +279,22 @@ def _hidden(course, options, scratch):
     if course.db_url.startswith("sqlite:///"):
         database = Path(course.db_url[len("sqlite:///"):])
         paths += [database, Path(f"{database}-journal")]
-    package = _installation()
-    paths += [package / n for n in ("solutions", ".git", "course_tools",
-                                    "_build_solutions")]
     if options.collect:
         paths.append(Path(options.collect).resolve())
     paths.append(scratch)
     return [str(p) for p in paths]
 
 
-def _installation():
-    """The folder that holds the ``course_lib`` package the kernels use."""
-    import course_lib
-
-    return Path(course_lib.__file__).resolve().parent.parent
-
-
-def _read_only(course):
-    """What the kernel sees, read-only: the Python installation and the
-    ``course_lib`` package alone (not the repository around it)."""
-    return sorted({str(_installation() / "course_lib"), sys.prefix,
-                   sys.base_prefix})
-
-
 def _store(course, gradebook, templates, task, result):
     """Write one result (gradebook, autograded copy, feedback)."""
     assignment, student = task["assignment"], task["student"]
     score, max_score = record.record(gradebook, result)
-    work = Path(result.get("work", task["work"]))
-    graded = (work / "course" / course.autograded / student / assignment)
+    work = Path(task["work"])
     target = course.path("autograded", student, assignment)
     reasons = list(result.get("reasons", []))
-    if graded.is_dir():
+    if result.get("autograded"):
+        graded = work / "autograded"
+        parcel.unpack_tree(result["autograded"], graded)
         if target.exists():
             shutil.rmtree(target)
         reasons += [f"autograded folder: {line}"
