@@ -48,7 +48,8 @@ print("JSON", __import__("json").dumps(seconds))
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--keep", action="store_true",
-                        help="keep the clone (its path is printed)")
+                        help="keep the clone and CI's output, ci.log "
+                             "beside it (the path is printed)")
     args = parser.parse_args(argv)
     clone = Path(tempfile.mkdtemp(prefix="ci-clone-")) / "course"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -60,6 +61,7 @@ def main(argv=None):
     ci = subprocess.run(["bash", ".ci/run"], cwd=clone, capture_output=True,
                         text=True)
     ci_seconds = time.perf_counter() - start
+    (clone.parent / "ci.log").write_text(ci.stdout + ci.stderr)
     summary = [line for line in ci.stdout.splitlines()
                if " passed" in line or " failed" in line]
     start = time.perf_counter()
