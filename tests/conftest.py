@@ -94,11 +94,11 @@ def pytest_sessionfinish(session):
 
 
 def pytest_terminal_summary(terminalreporter):
-    build = bookbuild.STUDENT
-    if build.seconds is None:
+    seconds = bookbuild.STUDENT.seconds.get(bookbuild.LOG.name)
+    if seconds is None:
         return
     executed = bookbuild.execution_seconds()
     terminalreporter.write_line(
-        f"book: built in {build.seconds:.0f} s beside the other tests; "
-        f"its execution cache holds {len(executed)} chapters executed in "
+        f"book: built in {seconds:.0f} s beside the other tests; its "
+        f"execution cache holds {len(executed)} chapters executed in "
         f"{sum(executed.values()):.0f} s in all")
