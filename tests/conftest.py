@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests import bookbuild
+from tests import batchjob, bookbuild
 
 DTYPES = [torch.float32, torch.float64]
 # Tolerances for comparing two float implementations of the same maths.
@@ -29,21 +29,16 @@ def tol(dtype):
 
 
 @pytest.fixture(scope="session")
-def graded_batch(tmp_path_factory):
+def graded_batch():
     """``({chapter: {student: Result}}, course folder, expectations)``:
     every chapter's answers graded end to end (``tests/test_notebooks.py``)
     and the attacks on chapter 2 (``tests/test_attacks.py``), in one batch
-    of one course, since starting kernels is what a run spends its time
-    on."""
-    from tests import test_attacks, test_notebooks
-    from tests.nbgrading import grade_course
+    of one course, graded in the background (``tests/batchjob.py``)."""
+    from tests import test_notebooks
 
-    classes, expectations = test_notebooks.batch()
-    attacks = test_attacks.submissions()
-    assert not set(attacks) & set(classes[test_attacks.CHAPTER])
-    classes[test_attacks.CHAPTER].update(attacks)
-    workdir = tmp_path_factory.mktemp("course")
-    return grade_course(classes, workdir), workdir, expectations
+    results, folder = batchjob.BATCH.wait()
+    _, expectations = test_notebooks.batch()
+    return results, folder, expectations
 
 
 # ------------------------------------------------- the book, in the back
@@ -52,18 +47,25 @@ def _needs_the_book(item):
     return "student_build" in getattr(item, "fixturenames", ())
 
 
+def _needs_the_batch(item):
+    return "graded_batch" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_modifyitems(config, items):
-    """The tests that need the built book run last: the build starts when
-    collection ends and executes the chapters meanwhile."""
+    """The tests that need the grading batch, then those that need the
+    built book, run last: both start in the background as the session
+    begins (or when collection ends) and run meanwhile."""
     book = [item for item in items if _needs_the_book(item)]
     unmarked = [item.nodeid for item in book
                 if item.get_closest_marker("e2e") is None]
     if unmarked:
         raise pytest.UsageError(
             f"tests that need the built book must be marked e2e: {unmarked}")
-    if book:
-        others = [item for item in items if not _needs_the_book(item)]
-        items[:] = others + book
+    batch = [item for item in items if _needs_the_batch(item)
+             and not _needs_the_book(item)]
+    others = [item for item in items
+              if not (_needs_the_book(item) or _needs_the_batch(item))]
+    items[:] = others + batch + book
 
 
 def pytest_sessionstart(session):
@@ -78,6 +80,9 @@ def pytest_sessionstart(session):
     if any(Path(arg.split("::")[0]).resolve() in wanted
            for arg in config.args):
         bookbuild.STUDENT.start()
+    if any(Path(arg.split("::")[0]).resolve() == tests
+           for arg in config.args):
+        batchjob.BATCH.start()
 
 
 def pytest_collection_finish(session):
@@ -87,10 +92,15 @@ def pytest_collection_finish(session):
         bookbuild.STUDENT.start()
     else:
         bookbuild.STUDENT.stop()
+    if any(_needs_the_batch(item) for item in session.items):
+        batchjob.BATCH.start()
+    else:
+        batchjob.BATCH.stop()
 
 
 def pytest_sessionfinish(session):
     bookbuild.STUDENT.stop()
+    batchjob.BATCH.stop()
 
 
 def pytest_terminal_summary(terminalreporter):
