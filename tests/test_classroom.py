@@ -251,13 +251,13 @@ def test_rerun_grades_only_what_changed(graded):
     course, db, _ = graded
     before = _scores(db)
     again = {o.student: o for o in grade_class(
-        _options(course, jobs=2, db_url=db))}
+        _options(course, jobs=1, db_url=db))}
     assert {o.status for o in again.values()} == {"unchanged"}
     assert _scores(db) == before
     path = course / "submitted" / "unanswered" / ASSIGNMENT / f"{NAME}.ipynb"
     nbformat.write(_answer(nbformat.read(path, 4), RIGHT), path)
     again = {o.student: o for o in grade_class(
-        _options(course, jobs=2, db_url=db))}
+        _options(course, jobs=1, db_url=db))}
     changed = {s for s, o in again.items() if o.status != "unchanged"}
     assert changed == {"unanswered"}
     assert _scores(db)["unanswered"]["test_softmax"] == 3

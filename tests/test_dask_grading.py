@@ -145,7 +145,7 @@ def test_a_real_cluster_loses_a_worker_and_grades_everyone_once(
     embedded = _make_course(tmp_path / "embedded")
     remote = tmp_path / "remote"
     shutil.copytree(embedded, remote)
-    outcomes = grade_class(Options(root=embedded, jobs=2, timeout=30,
+    outcomes = grade_class(Options(root=embedded, jobs=1, timeout=30,
                                    progress=False, isolate=isolate))
     expected = {o.student: o.score for o in outcomes}
     assert expected == {s: score for s, (_, score) in STUDENTS.items()}

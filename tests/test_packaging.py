@@ -184,6 +184,12 @@ assert stated, "the example states no shape"
 for name, shape in stated:
     assert tuple(namespace[name].shape) == eval(f"({{shape}},)"), name
 
+# The ViT chapter's five-seed record is package data of the wheel.
+import json
+from course_lib.vit import seed_record
+assert seed_record() == json.loads({(ROOT / "course_lib" / "data" /
+                                     "vit_seeds.json").read_text()!r})
+
 # A chapter's check runs on the visible cases without the tooling.
 from course_lib.attention import softmax
 from course_lib.grading import check

@@ -3,11 +3,6 @@ embedding and the ViT (shapes, class token, parameter counts, dtype), the
 digits helpers, the shipped five-seed record and bad input."""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -375,34 +370,3 @@ def test_seed_record_is_the_benchmarks_record_of_the_recipe():
     assert sorted(r["seed"] for r in runs) == [0, 1, 2, 3, 4]
     assert min(r["test_accuracy"] for r in runs) >= 0.97, runs
     assert max(r["cpu_seconds"] for r in runs) <= 30, runs
-
-
-def test_seed_record_from_an_installed_wheel(tmp_path):
-    """A non-editable install (the wheel) carries the record:
-    ``seed_record()`` works from the installed package alone."""
-    pytest.importorskip("setuptools")
-    source = tmp_path / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("course_lib", "course_tools"):
-        shutil.copytree(ROOT / name, source / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps",
-         "--no-build-isolation", "--no-index", "--quiet", "-w",
-         str(tmp_path / "dist"), str(source)],
-        check=True, capture_output=True, timeout=300)
-    (wheel,) = (tmp_path / "dist").glob("course_lib-*.whl")
-    installed = tmp_path / "installed"
-    with zipfile.ZipFile(wheel) as archive:
-        assert "course_lib/data/vit_seeds.json" in archive.namelist()
-        archive.extractall(installed)
-    script = ("import json, course_lib.vit as v; "
-              "print(json.dumps([v.__file__, v.seed_record()]))")
-    env = dict(os.environ, PYTHONPATH=str(installed))
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
-                          env=env, capture_output=True, text=True,
-                          check=True, timeout=120)
-    where, record = json.loads(done.stdout)
-    assert Path(where).is_relative_to(installed), where
-    assert record == seed_record()
