@@ -247,7 +247,7 @@ def test_postgresql_gradebook(graded, pg_server):
 
 
 @pytest.mark.e2e
-def test_rerun_grades_only_what_changed(graded):
+def test_rerun_grades_only_what_changed_or_is_missing(graded):
     course, db, _ = graded
     before = _scores(db)
     again = {o.student: o for o in grade_class(
@@ -256,11 +256,18 @@ def test_rerun_grades_only_what_changed(graded):
     assert _scores(db) == before
     path = course / "submitted" / "unanswered" / ASSIGNMENT / f"{NAME}.ipynb"
     nbformat.write(_answer(nbformat.read(path, 4), RIGHT), path)
+    # A batch interrupted before "wrong" was recorded grades it again.
+    state = course / "grading_state.json"
+    saved = json.loads(state.read_text())
+    (entry,) = saved.values()
+    del entry["submissions"][f"{ASSIGNMENT}/wrong"]
+    state.write_text(json.dumps(saved))
     again = {o.student: o for o in grade_class(
         _options(course, jobs=1, db_url=db))}
     changed = {s for s, o in again.items() if o.status != "unchanged"}
-    assert changed == {"unanswered"}
+    assert changed == {"unanswered", "wrong"}
     assert _scores(db)["unanswered"]["test_softmax"] == 3
+    assert _scores(db)["wrong"] == before["wrong"]
 
 
 def test_repair_restores_the_instructors_cells():
