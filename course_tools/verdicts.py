@@ -17,8 +17,11 @@ scores the cell from those outputs, as usual.
 """
 
 import ast
+import builtins
 import inspect
 import os
+import secrets
+import shutil
 import tempfile
 import textwrap
 from pathlib import Path
@@ -38,6 +41,7 @@ from course_lib.grading.engine import judge, payload
 from course_tools import hidden as hidden_cases
 
 PASSED = "\u2713"
+CASES_DIR = "COURSE_CASES_DIR"  # where the grader writes cases files
 SIMILAR = 0.9  # a solution this close to the reference is flagged
 
 
@@ -60,9 +64,10 @@ def expected_checks(source):
     return found
 
 
-def cases_of(name, hidden):
+def cases_of(name, hidden, salt=0):
     spec = exercise(name)
-    return spec, (hidden_cases.cases(name) if hidden else spec.visible())
+    return spec, (hidden_cases.cases(name, salt=salt) if hidden
+                  else spec.visible())
 
 
 def test_cells(nb):
@@ -70,14 +75,23 @@ def test_cells(nb):
             and cell.metadata.get("nbgrader", {}).get("grade")]
 
 
-def write_cases(nb, folder=None):
+def write_cases(nb, folder=None, salt=None):
     """Write the cases of every check in ``nb``'s test cells to a file;
-    return its path and ``{(exercise, hidden): (spec, cases)}``."""
+    return its path and ``{(exercise, hidden): (spec, cases)}``.
+
+    The hidden inputs are drawn afresh from a secret ``salt`` (default: a
+    new random one). The file is the grader's alone (mode 0600, in a
+    folder of mode 0700: ``folder``, by default ``$COURSE_CASES_DIR`` or
+    a new one); the sandbox's launcher, root, hands the kernel a copy
+    and deletes it (``sandbox.READ_ONCE``), and :func:`remove_cases`
+    deletes whatever is left however the run ended."""
+    if salt is None:
+        salt = secrets.randbits(62) + 1
     table, exercises = {}, {}
     for cell in test_cells(nb):
         for name, hidden in expected_checks(cell.source):
             try:
-                spec, cases = cases_of(name, hidden)
+                spec, cases = cases_of(name, hidden, salt)
             except ValueError:
                 continue  # the verdict says so
             table[(name, hidden)] = (spec, cases)
@@ -85,12 +99,28 @@ def write_cases(nb, folder=None):
                 "module": spec.module, "visible": [], "hidden": []})
             entry["hidden" if hidden else "visible"] = [
                 payload(spec, case) for case in cases]
+    folder = folder or os.environ.get(CASES_DIR) or tempfile.mkdtemp(
+        prefix="course-cases-")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
     handle, path = tempfile.mkstemp(prefix="course-cases-", suffix=".json",
                                     dir=folder)
     with os.fdopen(handle, "w") as out:
         out.write(wire.encode({"exercises": exercises}))
-    os.chmod(path, 0o644)  # the kernel may run as another user
+    os.chmod(path, 0o600)
     return path, table
+
+
+def remove_cases(path):
+    """Delete a cases file and its folder when it made one."""
+    if not path:
+        return
+    if os.path.exists(path):
+        os.unlink(path)
+    folder = os.path.dirname(path)
+    if (os.path.basename(folder).startswith("course-cases-")
+            and folder != os.environ.get(CASES_DIR)):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # ----------------------------------------------------------- the rules
@@ -207,6 +237,22 @@ def _stopped_by(cell):
     return None
 
 
+def without_data(outcome):
+    """A hidden case's outcome with the student's error message left out
+    (it may quote the hidden inputs): the exception's name alone, when
+    it is one of Python's or the course's."""
+    if type(outcome) is not dict or type(outcome.get("error")) is not str:
+        return outcome
+    name = outcome["error"].split(":", 1)[0].strip()
+    known = isinstance(getattr(builtins, name, None), type) and issubclass(
+        getattr(builtins, name), BaseException)
+    shown = name if known or name in ("NotAvailableError",
+                                      "GradingError") else "an exception"
+    return dict(outcome, error=f"{shown} (a hidden case's message is not "
+                "shown, since it could quote the hidden inputs; run the "
+                "visible cases, which test the same kinds of input)")
+
+
 def judge_check(name, hidden, table, bundles, rule_verdicts):
     """The pass line for one ``check(...)``, or raise GradingError."""
     call = (f"the hidden check of {name}" if hidden
@@ -227,6 +273,8 @@ def judge_check(name, hidden, table, bundles, rule_verdicts):
             "`check`). No points.")
     worst = 0.0
     for case, outcome in zip(cases, mine[0]["outcomes"], strict=True):
+        if hidden:
+            outcome = without_data(outcome)
         worst = max(worst, judge(spec, case, outcome))
     kind = "hidden cases" if hidden else "cases"
     return (f"{PASSED} {name}: {len(cases)} {kind} passed (largest "
@@ -293,8 +341,7 @@ class DecideVerdicts(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         path, table = resources.pop("course_cases", (None, {}))
         os.environ.pop(harness.CASES_VARIABLE, None)
-        if path and os.path.exists(path):
-            os.unlink(path)
+        remove_cases(path)
         names = sorted({name for name, _ in table})
         verdicts, flags = rule_findings(
             nb, names, released_sources(resources, self.config))

@@ -477,7 +477,8 @@ def test_copies_skip_links_and_stop_at_their_bounds(tmp_path):
     os.mkfifo(source / "pipe")
     for k in range(5):
         (source / f"many{k}.txt").write_text("x" * 100)
-    reasons = files.copy_tree(source, target, max_depth=4, max_files=3)
+    # Seven entries: a.txt, d/, d/b.txt, d/d/, d/d/d/, d/d/d/d/, many0.txt
+    reasons = files.copy_tree(source, target, max_depth=4, max_files=7)
     copied = sorted(str(p.relative_to(target)) for p in target.rglob("*")
                     if p.is_file())
     assert copied == ["a.txt", "d/b.txt", "many0.txt"]
@@ -486,9 +487,20 @@ def test_copies_skip_links_and_stop_at_their_bounds(tmp_path):
     for reason in ("symbolic link skipped: out, pwd",
                    "folders nested deeper than 4 levels skipped: d/d/d/d/d",
                    "special file skipped: pipe",
-                   "more than 3 files: skipped: many1.txt, many2.txt, "
+                   "more than 7 entries: skipped: many1.txt, many2.txt, "
                    "many3.txt (and 1 more)"):
         assert reason in text, text
     reasons = files.copy_tree(source, tmp_path / "again", max_bytes=150)
     assert "files past 150 bytes in all skipped: many1.txt" in \
         "; ".join(reasons)
+
+
+def test_every_kind_of_entry_counts_against_the_cap(tmp_path):
+    """40,000 empty folders once filled autograded/: folders count."""
+    source = tmp_path / "source"
+    for k in range(3000):
+        (source / f"f{k:04d}" / "inner").mkdir(parents=True)
+    reasons = files.copy_tree(source, tmp_path / "target", max_files=100)
+    made = list((tmp_path / "target").rglob("*"))
+    assert len(made) <= 100, len(made)
+    assert "more than 100 entries: skipped" in "; ".join(reasons)

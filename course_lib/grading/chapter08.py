@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from course_lib import attention as ref_attention
 from course_lib import linear_attention as ref
 from course_lib.grading.chapter02 import SDPA_ATEN, SDPA_TORCH
-from course_lib.grading.common import F32, randn
+from course_lib.grading.common import F32, randn, softplus_features
 from course_lib.grading.engine import (
     Case,
     Exercise,
@@ -21,6 +21,9 @@ from course_lib.grading.engine import (
 )
 
 ELU = ref.elu_feature_map
+# What the cases pass as feature_map: not elu + 1 (an exercise), so that a
+# kernel is never handed an answer; see common.softplus_features.
+CASE_MAP = softplus_features
 
 
 def _wrong(name, advice, fn, **options):
@@ -57,14 +60,14 @@ def _qkv(batch, n_q, n_k, d_k, d_v, seed, dtype=F32, scale=1.0):
 
 def _attention_cases(specs, seed):
     """Cases ``(label, batch, N_q, N_k, d_k, d_v, dtype, scale, *more)``;
-    ``more`` is the feature map (ELU if absent), then eps."""
+    ``more`` is the feature map (CASE_MAP if absent), then eps."""
     cases = []
     for i, (label, batch, n_q, n_k, d_k, d_v, dtype, scale, *more) in \
             enumerate(specs):
         Q, K, V = _qkv(batch, n_q, n_k, d_k, d_v, seed + 3 * i, dtype, scale)
         # Long enough that no correct answer has an axis of N_q and of
         # N_k: the kernel reports any tensor that has both.
-        cases.append(Case(label, (Q, K, V, *(more or [ELU])),
+        cases.append(Case(label, (Q, K, V, *(more or [CASE_MAP])),
                           watch_pairs=n_q * n_k >= 1000))
     return cases
 
@@ -253,7 +256,8 @@ def _state(batch, m, d_v, seed, dtype=F32):
     return S, z
 
 
-def _step(batch, d_k, d_v, seed, state=None, dtype=F32, fm=ELU, *eps):
+def _step(batch, d_k, d_v, seed, state=None, dtype=F32, fm=CASE_MAP,
+          *eps):
     q, k, v = (t.squeeze(-2) for t in _qkv(batch, 1, 1, d_k, d_v, seed,
                                              dtype))
     return (state, q, k, v, fm, *eps)
@@ -326,7 +330,8 @@ def _chunk_with(state, Q, K, V, feature_map=ELU, eps=1e-6, *,
     return numerator / denominator, (S_new, z_new)
 
 
-def _chunk(batch, c, d_k, d_v, seed, state=None, dtype=F32, fm=ELU, *eps,
+def _chunk(batch, c, d_k, d_v, seed, state=None, dtype=F32, fm=CASE_MAP,
+           *eps,
            scale=1.0):
     Q, K, V = _qkv(batch, c, c, d_k, d_v, seed, dtype, scale)
     return (state, Q, K, V, fm, *eps)
@@ -344,7 +349,7 @@ CHUNKED_LINEAR_ATTENTION_STEP = Exercise(
              _chunk((2,), 5, 3, 2, 882, _state((2,), 3, 2, seed=883))),
         Case("eps = 0.5, a chunk of 3 after a state",
              _chunk((), 3, 3, 2, 884, _state((), 3, 2, seed=885), F32,
-                    ELU, 0.5)),
+                    CASE_MAP, 0.5)),
     ],
     outputs=("output", "S", "z"),
     misconceptions=(

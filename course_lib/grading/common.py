@@ -1,5 +1,7 @@
 """Inputs and property checks shared by the chapters' exercise specs."""
 
+import contextlib
+
 import torch
 
 from course_lib import attention as ref_attention
@@ -15,15 +17,53 @@ TORCH_ATTENTION = frozenset({
 })
 
 
+_SALT = {"value": 0}
+
+
+@contextlib.contextmanager
+def salted(salt):
+    """Within it, every seed of :func:`randn` and :func:`random_mask` is
+    mixed with ``salt``: the grader draws each submission's hidden inputs
+    afresh from a secret salt, so that one run's inputs tell nothing
+    about the next. ``salt`` 0 changes nothing."""
+    before = _SALT["value"]
+    _SALT["value"] = int(salt)
+    try:
+        yield
+    finally:
+        _SALT["value"] = before
+
+
+def _seed(seed):
+    salt = _SALT["value"]
+    if not salt:
+        return seed
+    return (seed * 0x9E3779B97F4A7C15 + salt) % 2**63
+
+
 def randn(*shape, seed, dtype=F32, scale=1.0):
-    """Seeded normal tensor: the same numbers on every run and machine."""
-    g = torch.Generator().manual_seed(seed)
+    """Seeded normal tensor: the same numbers on every run and machine
+    (for the same salt, see :func:`salted`)."""
+    g = torch.Generator().manual_seed(_seed(seed))
     return torch.randn(*shape, generator=g, dtype=F64).to(dtype) * scale
+
+
+def softplus_features(x):
+    """A positive feature map that the cases pass to linear attention:
+    softplus, so that no case hands a kernel an answer (elu + 1 and FAVOR+
+    are exercises). ``(..., d) -> (..., d)``."""
+    return torch.nn.functional.softplus(x)
+
+
+def random_softplus_features(x, *, W):
+    """Positive random features for the cases: softplus(x W^T), ``W`` of
+    shape ``(m, d)``; ``(..., d) -> (..., m)``."""
+    return torch.nn.functional.softplus(x @ W.transpose(-2, -1))
 
 
 def random_mask(*shape, seed, p=0.6):
     """Seeded bool mask in which every query keeps at least one key."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(_seed(seed))
     mask = torch.rand(*shape, generator=g) < p
     mask[..., 0] = True
     return mask

@@ -145,6 +145,61 @@ def check_isolation(client, settings):
     return "isolated", fallbacks
 
 
+def sources_hash():
+    """SHA-256 of the sources this process grades with: ``course_lib``
+    (the checks and the references) and ``course_tools`` (the verdicts
+    and the hidden cases)."""
+    import course_tools
+    from course_tools.classroom.course import hash_folder
+
+    return hash_folder(installation() / "course_lib",
+                       Path(course_tools.__file__).resolve().parent)
+
+
+def check_sources(client):
+    """Refuse a cluster with a worker whose grading sources differ from
+    this grader's (a stale checkout, another course_lib on its path)."""
+    mine = sources_hash()
+    found = client.run(sources_hash)
+    for address, theirs in sorted(found.items()):
+        if theirs != mine:
+            raise RuntimeError(
+                f"worker {address} grades with other sources than this "
+                f"grader (course_lib and course_tools hash {theirs[:12]}, "
+                f"expected {mine[:12]}): install the course's version "
+                "there; nothing was graded")
+
+
+def run_on_every_worker(client, jobs, *, settings, limit_s):
+    """Grade each ``(task, template)`` of ``jobs`` once on every worker,
+    all at once: ``[{address: result}, ...]`` in the order of ``jobs``."""
+    workers = sorted(client.scheduler_info()["workers"])
+    batch = uuid.uuid4().hex[:8]
+    futures = []
+    for k, (task, template) in enumerate(jobs):
+        submission = parcel.pack_submission(
+            task["submission"], max_notebook=_max_notebook(),
+            max_file=_max_file())
+        wire = {key: value for key, value in task.items()
+                if key not in ("submission", "template", "template_db",
+                               "work", "collected")}
+        futures.append({address: client.submit(
+            grade_submission, wire, submission, template, settings,
+            limit_s, key=f"canary-{batch}-{k}-{w}", pure=False,
+            workers=[address], allow_other_workers=False)
+            for w, address in enumerate(workers)})
+    found = []
+    for (task, _), each in zip(jobs, futures, strict=True):
+        results = {}
+        for address, future in each.items():
+            try:
+                results[address] = future.result()
+            except Exception as error:  # the worker died, or refused
+                results[address] = failed(task, _why_lost(error))
+        found.append(results)
+    return found
+
+
 def run(client, tasks, *, templates, settings, limit_s):
     """Yield ``(task, result)`` for every task, as results arrive.
 

@@ -18,9 +18,13 @@ SHOWN = 3  # names quoted per kind of reason
 
 class _Tally:
     def __init__(self, max_files, max_bytes):
-        self.files, self.bytes = 0, 0
+        self.files, self.bytes, self.folders = 0, 0, 0
         self.max_files, self.max_bytes = max_files, max_bytes
         self.skipped = {}  # reason -> relative paths
+
+    def full(self):
+        """Whether ``max_files`` entries (files and folders) are in."""
+        return self.files + self.folders >= self.max_files
 
     def skip(self, why, path):
         self.skipped.setdefault(why, []).append(path)
@@ -45,8 +49,9 @@ def copy_tree(source, target, *, max_depth=8, max_files=1000,
     """Copy the regular files of folder ``source`` into ``target``.
 
     Symbolic links, devices, sockets and pipes are skipped; so are
-    folders deeper than ``max_depth``, files past ``max_files`` and bytes
-    past ``max_bytes`` in all, and top-level names in ``ignore``. With
+    folders deeper than ``max_depth``, entries (files and folders, every
+    kind counts) past ``max_files`` and bytes past ``max_bytes`` in all,
+    and top-level names in ``ignore``. With
     ``overwrite=False`` a file already in ``target`` is kept as it is.
     ``owner``: a ``(uid, gid)`` given to everything created. ``source``
     may be an open folder's descriptor. Return the reasons for what was
@@ -76,9 +81,15 @@ def _make_folder(path, owner):
 
 def _copy_folder(fd, target, relative, depth, max_depth, tally, ignore,
                  overwrite, owner):
+    names = []
     with os.scandir(fd) as entries:
-        names = sorted(e.name for e in entries)
-    for name in names:
+        for entry in entries:  # no more names than could be copied
+            names.append(entry.name)
+            if len(names) > 2 * tally.max_files:
+                tally.skip(f"more than {tally.max_files} entries: skipped",
+                           f"{relative}...")
+                break
+    for name in sorted(names):
         path = f"{relative}{name}"
         if not relative and name in ignore:
             continue
@@ -93,6 +104,11 @@ def _copy_folder(fd, target, relative, depth, max_depth, tally, ignore,
                 tally.skip(f"folders nested deeper than {max_depth} "
                            "levels skipped", path)
                 continue
+            if tally.full():
+                tally.skip(f"more than {tally.max_files} entries: skipped",
+                           path)
+                continue
+            tally.folders += 1
             try:
                 child = os.open(name, OPEN_DIR, dir_fd=fd)
             except OSError:
@@ -113,8 +129,8 @@ def _copy_folder(fd, target, relative, depth, max_depth, tally, ignore,
 
 
 def _copy_file(fd, name, destination, path, tally, overwrite, owner):
-    if tally.files >= tally.max_files:
-        tally.skip(f"more than {tally.max_files} files: skipped", path)
+    if tally.full():
+        tally.skip(f"more than {tally.max_files} entries: skipped", path)
         return
     if not overwrite and os.path.lexists(destination):
         return

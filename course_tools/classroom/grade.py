@@ -17,7 +17,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_tools.classroom import cluster, feedback, files, parcel, record
+from course_tools.classroom import (
+    cluster,
+    feedback,
+    files,
+    parcel,
+    record,
+    text,
+)
 from course_tools.classroom import collect as downloads
 from course_tools.classroom import course as C
 from course_tools.classroom.collect import DEFAULT_REGEX
@@ -217,13 +224,17 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                 "grade as root, or pass --no-isolation to run them as "
                 f"the grader's user ({NOT_ISOLATED})")
         notes += fallbacks
+    cluster.check_sources(client)
     packed = {name: parcel.pack_tree(t.course.parent)
               for name, t in templates.items()}
+    canary(course, client, templates, packed, settings, options)
     bar = _progress(len(tasks), options.progress)
     with Gradebook(course.db_url) as gradebook:
         for task, result in cluster.run(
                 client, tasks, templates=packed, settings=settings,
                 limit_s=options.submission_timeout):
+            # Every string from a submission is data: printable text.
+            result = text.safe_data(result)
             result["reasons"] = (task.get("collected", [])
                                  + result.get("reasons", []) + notes)
             if result["status"] == "ungraded":
@@ -245,6 +256,59 @@ def _grade(starting, course, options, state, tasks, templates, settings):
         record.export_csv(gradebook, course.root / "grades.csv")
     C.save_state(course, state)
     return outcomes
+
+
+CANARY = "canary-the-assignments-solution"
+
+
+def canary(course, client, templates, packed, settings, options):
+    """Every worker grades each assignment's own solution first; unless
+    it earns every autograded point there, raise ``RuntimeError`` naming
+    the worker and what failed (nothing is graded)."""
+    with tempfile.TemporaryDirectory(prefix="grade-canary-") as folder:
+        jobs = []
+        for name, template in templates.items():
+            inbox = Path(folder) / name
+            inbox.mkdir()
+            for notebook in template.notebooks:
+                shutil.copy(course.path("source", name,
+                                        f"{notebook}.ipynb"), inbox)
+            jobs.append((_task(course, template, CANARY, inbox,
+                               inbox / "work", ""), packed[name]))
+        found = cluster.run_on_every_worker(
+            client, jobs, settings=settings,
+            limit_s=options.submission_timeout)
+    for name, results in zip(templates, found, strict=True):
+        for address, result in sorted(results.items()):
+            problem = canary_problem(result)
+            if problem:
+                raise RuntimeError(
+                    f"worker {address} cannot grade {name}: the "
+                    "assignment's own solution "
+                    f"{text.safe_line(problem, 600)}. Its grading "
+                    "environment is broken (a different course_lib or "
+                    "course_tools, a missing package): nothing was graded")
+
+
+def canary_problem(result):
+    """Why a canary's result is not full marks, or None."""
+    if result.get("status") != "graded":
+        return (f"was {result.get('status')}: "
+                + "; ".join(result.get("reasons") or ["no reason given"]))
+    earned = total = 0.0
+    for name, notebook in (result.get("notebooks") or {}).items():
+        for grade_id, (score, most) in notebook["grades"].items():
+            if score is None:  # graded by hand
+                continue
+            earned, total = earned + score, total + most
+            if score < most:
+                said = (result.get("messages", {}).get(name, {})
+                        .get(grade_id) or ["no message"])
+                return (f"earned {score:g} of {most:g} points in "
+                        f"{grade_id}: {said[0]}")
+    if not total:
+        return "earned no autograded point at all"
+    return None
 
 
 def probe(settings, client):
@@ -339,8 +403,9 @@ def summary(outcomes):
     lines = [f"{'assignment':<28} {'student':<16} {'score':>11}  "
              f"{'status':<9} reason"]
     for o in outcomes:
-        reason = "; ".join(o.reasons) or "-"
-        lines.append(f"{o.assignment:<28} {o.student:<16} "
+        reason = text.safe_line("; ".join(o.reasons) or "-")
+        student = text.safe_line(o.student)
+        lines.append(f"{text.safe_line(o.assignment):<28} {student:<16} "
                      f"{o.score:>5g}/{o.max_score:<5g}  {o.status:<9} "
                      f"{reason}")
     counts = {}

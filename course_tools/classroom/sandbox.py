@@ -11,7 +11,8 @@ named by ``KEEP_VARIABLES``), joins the kernel's control groups, then
 creates new mount, PID, network, IPC and UTS namespaces. Its child is
 process 1 of the new PID namespace: it builds a new root on a small
 tmpfs (the system's ``/usr`` and a few files of ``/etc``, the
-``--read-only`` folders, all read-only; the box's ``work/`` as its
+``--read-only`` folders, all read-only, with each ``--bind`` folder on
+top of the one it replaces; the box's ``work/`` as its
 working folder ``/home/student``, its ``tmp/`` as ``/tmp``, its ``ipc/``
 as ``/ipc``; a fresh ``/proc``; a minimal ``/dev``), switches to it,
 drops to ``--uid`` with no capabilities and no way to gain any, and
@@ -25,6 +26,7 @@ Unix sockets in ``/ipc`` (ZMQ ``ipc`` transport).
 """
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -38,7 +40,7 @@ from course_tools.classroom import box, cgroup, files
 
 KEEP_VARIABLES = ("COURSE_GRADING_CASES",)
 # The kernel deletes these once read; the grader's copy goes too.
-READ_ONCE = ()
+READ_ONCE = ("COURSE_GRADING_CASES",)
 ENV_PASSED = ("LANG", "LANGUAGE", "TZ", "MPLBACKEND")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
                     "OPENBLAS_NUM_THREADS")
@@ -46,6 +48,13 @@ NAMESPACES = 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | \
     0x04000000  # mount, PID, network, IPC, UTS
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+# The kernel's keyrings outlive its processes and belong to its uid, a
+# channel from one submission to the next: the key system calls (and any
+# of another ABI) fail with EPERM. (audit arch, add_key, request_key,
+# keyctl) per machine.
+KEY_CALLS = {"x86_64": (0xC000003E, 248, 249, 250),
+             "aarch64": (0xC00000B7, 217, 218, 219)}
 ETC = ("passwd", "group", "hosts", "nsswitch.conf", "localtime",
        "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "alternatives",
        "fonts", "mime.types")
@@ -118,6 +127,12 @@ def _hold(plan, args):
     held = os.O_PATH | os.O_CLOEXEC
     plan["sources"] = {p: os.open(p, held)
                        for p in _outermost(args.read_only + ["/usr"])}
+    plan["binds"] = []
+    for pair in args.bind:
+        source, _, target = pair.partition(":")
+        if not target.startswith("/"):
+            raise Refused(f"expected --bind SOURCE:/TARGET, got {pair}")
+        plan["binds"].append((os.open(source, held), target))
     plan["etc"] = {n: os.open(f"/etc/{n}", held)
                    for n in ETC if os.path.exists(f"/etc/{n}")}
     plan["hide"] = [p for p in args.hide if os.path.exists(p) and any(
@@ -165,6 +180,10 @@ def _root(plan, args):
         _bind(f"{folder}/{name}", new + target, read_only=False)
     for path, fd in plan["sources"].items():
         _bind(f"/proc/self/fd/{fd}", new + path)
+    # What replaces a read-only folder (the grading kernel's course_lib,
+    # without the assignment's answers) goes on top of it.
+    for fd, target in plan["binds"]:
+        _bind(f"/proc/self/fd/{fd}", new + target)
     for name, fd in plan["etc"].items():
         _bind(f"/proc/self/fd/{fd}", f"{new}/etc/{name}")
     for path in plan["hide"]:
@@ -228,9 +247,40 @@ def _drop(uid):
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     box.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _no_keyrings()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getuid() != uid or os.geteuid() != uid:
         raise Refused(f"expected to run as uid {uid}")
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
+                ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort),
+                ("filter", ctypes.POINTER(_Filter))]
+
+
+def _no_keyrings():
+    """A seccomp filter: the key system calls fail with EPERM."""
+    if platform.machine() not in KEY_CALLS:
+        raise Refused(f"no seccomp filter for {platform.machine()}")
+    arch, add_key, request_key, keyctl = KEY_CALLS[platform.machine()]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    rules = [(load, 0, 0, 4),  # the calling ABI
+             (jeq, 0, 6, arch),  # another ABI: EPERM
+             (load, 0, 0, 0),  # the system call's number
+             (jeq, 4, 0, add_key), (jeq, 3, 0, request_key),
+             (jeq, 2, 0, keyctl),
+             (jge, 1, 0, 0x40000000),  # x32 numbers
+             (ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    table = (_Filter * len(rules))(*[_Filter(*r) for r in rules])
+    program = _Program(len(rules), table)
+    box.check(box.LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+                             ctypes.byref(program), 0, 0), "seccomp")
 
 
 def _environment(uid):
@@ -269,6 +319,9 @@ def _probe_inside():
     """What a kernel must not be able to do, checked from inside."""
     if os.getpid() != 1 or os.getuid() == 0:
         raise Refused("expected process 1 of a PID namespace, not root")
+    number = KEY_CALLS[platform.machine()][1]
+    if box.LIBC.syscall(number, b"user", b"probe", b"x", 1, -4) != -1:
+        raise Refused("the kernel can store keys in a keyring")
     for address in (("127.0.0.1", 22), ("192.0.2.1", 80)):
         with socket.socket() as probe:
             probe.settimeout(1)
@@ -318,6 +371,9 @@ def parse(argv):
     parser.add_argument("--cgroup", action="append", default=[])
     parser.add_argument("--hide", action="append", default=[])
     parser.add_argument("--read-only", action="append", default=[])
+    parser.add_argument("--bind", action="append", default=[],
+                        help="SOURCE:TARGET, read-only, over a read-only "
+                        "folder (the kernel's course_lib)")
     parser.add_argument("--no-isolation", action="store_true")
     parser.add_argument("--probe", action="store_true",
                         help="print what isolation is possible and exit")

@@ -7,6 +7,7 @@ the submission repaired into ``submitted/``) through nbgrader's API, with
 the student's kernel started by :mod:`course_tools.classroom.sandbox`.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -17,12 +18,14 @@ from pathlib import Path
 import nbformat
 
 from course_tools.classroom.repair import Unreadable, read_submission, repair
+from course_tools.classroom.text import clean_notebook
 
 MAX_OUTPUT = 20_000  # characters kept of one output in the graded copy
 MAX_CELL_OUTPUT = 5 * 10**6  # characters a cell may print while it runs
 CUT = "[grader:"
 MAX_EXTRA_FILE = 5 * 2**20
 PASSED = "\u2713"
+CASES_DIR = "COURSE_CASES_DIR"  # as course_tools.verdicts.CASES_DIR
 # Narrative cells that no exercise depends on (long experiments, plots)
 # carry this tag; `make grade` skips them unless told --run-tagged.
 SKIP_TAG = "skip-when-grading"
@@ -69,15 +72,47 @@ def install_kernel(settings):
         argv.append("--no-isolation")
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
     argv += [f"--read-only={p}" for p in settings.get("read_only", [])]
-    argv += ["--", sys.executable, "-m", "ipykernel_launcher",
-             "-f", "{connection_file}"]
-    spec = {"argv": argv, "display_name": "Python 3 (graded)",
-            "language": "python"}
-    (folder / "kernel.json").write_text(json.dumps(spec))
+    _SANDBOX["spec"] = folder / "kernel.json"
+    _SANDBOX["argv"] = argv
+    _SANDBOX["isolate"] = settings.get("isolate", True)
+    _SANDBOX["libraries"] = scratch / "libraries"
+    # The cases files: the grader's alone, emptied after each submission.
+    cases = scratch / "cases" / str(os.getpid())
+    cases.mkdir(parents=True, exist_ok=True)
+    os.chmod(cases, 0o700)
+    os.environ[CASES_DIR] = str(cases)
+    _write_kernel_spec()
     runtime = jupyter / "runtime"
     runtime.mkdir(exist_ok=True)
     os.environ["JUPYTER_PATH"] = str(jupyter)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+
+
+def _write_kernel_spec(bind=None):
+    """The kernelspec, with ``--bind=SOURCE:TARGET`` when given."""
+    argv = list(_SANDBOX["argv"]) + ([f"--bind={bind}"] if bind else [])
+    argv += ["--", sys.executable, "-m", "ipykernel_launcher",
+             "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "Python 3 (graded)",
+            "language": "python"}
+    _SANDBOX["spec"].write_text(json.dumps(spec))
+
+
+def grading_library(assignment, exercises):
+    """The ``course_lib`` that grades ``exercises`` of ``assignment``
+    (:mod:`course_tools.classroom.strip`), built once per assignment by
+    this process; bound over the package in the kernel's root."""
+    from course_tools.classroom import cluster, strip
+
+    key = hashlib.sha256(json.dumps([assignment, exercises]).encode())
+    folder = _SANDBOX["libraries"] / key.hexdigest()[:16]
+    if not (folder / "done").is_file():
+        package = cluster.installation() / "course_lib"
+        strip.build(package, exercises, folder / "course_lib",
+                    assignment=assignment)
+        os.chmod(folder, 0o755)
+        (folder / "done").touch()
+    return f"{folder / 'course_lib'}:{cluster.installation() / 'course_lib'}"
 
 
 def _safe_set_permissions():
@@ -119,6 +154,9 @@ def capped_execute(max_chars=MAX_CELL_OUTPUT):
             if kernel_box is None:
                 return super().preprocess(nb, resources, km=km)
             notes = _SANDBOX.setdefault("notes", [])
+            exercises = _SANDBOX.get("exercises")
+            _write_kernel_spec(grading_library(
+                _SANDBOX["assignment"], exercises) if exercises else None)
             try:
                 notes += kernel_box.open(resources["metadata"]["path"])
                 return super().preprocess(nb, resources, km=km)
@@ -208,7 +246,9 @@ def prepare(task, course_root):
     target = (course_root / task["submitted_dir"] / task["student"]
               / task["assignment"])
     target.mkdir(parents=True)
-    reasons, written = [], False
+    from course_tools.classroom import strip
+
+    reasons, written, exercises = [], False, []
     names = list(task["notebooks"])
     for name in names:
         path, why = _find_notebook(source, name, names)
@@ -224,6 +264,8 @@ def prepare(task, course_root):
         released = nbformat.read(
             Path(task["template"]) / task["release_dir"]
             / task["assignment"] / f"{name}.ipynb", as_version=4)
+        exercises += [e for e in strip.exercises_of([released])
+                      if e not in exercises]
         notebook, more = repair(notebook, released)
         reasons += notes + more
         nbformat.write(notebook, target / f"{name}.ipynb")
@@ -235,6 +277,8 @@ def prepare(task, course_root):
                 and path.stat().st_size <= MAX_EXTRA_FILE):
             shutil.copy(path, target / path.name, follow_symlinks=False)
     _SANDBOX["notes"] = []
+    _SANDBOX["assignment"] = task["assignment"]
+    _SANDBOX["exercises"] = exercises
     _SANDBOX["results"] = (course_root / task["autograded_dir"]
                            / task["student"] / task["assignment"])
     return reasons, written
@@ -284,6 +328,9 @@ def read_graded(path, timeout):
                 o.get("data", {}).get("text/plain", "")
                 for o in cell.outputs
                 if PASSED in str(o.get("data", {}).get("text/plain", ""))]
+    if clean_notebook(notebook):
+        events.append("active content (HTML, JavaScript, SVG, markup) "
+                      "removed from the graded notebook")
     flags = notebook.metadata.get("course_grading", {}).get("flags", [])
     events += [f"for the instructor: {flag}" for flag in flags]
     nbformat.write(notebook, path)
@@ -291,6 +338,27 @@ def read_graded(path, timeout):
         events.append(f"printed {volume / 2**20:.1f} MB of output: cut "
                       "in the graded notebook")
     return messages, passed, sorted(set(events))
+
+
+def environment_failed(path):
+    """Why a cell the student cannot edit (the setup cell) failed before
+    any code the student could change ran, or None."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        ran = cell.get("execution_count") is not None or cell.outputs
+        if meta.get("locked") and not meta.get("solution"):
+            for output in cell.outputs:
+                if output.get("output_type") == "error":
+                    return (f"the locked cell {meta.get('grade_id')!r} "
+                            "failed before any student code ran ("
+                            f"{output.get('ename')}: "
+                            f"{str(output.get('evalue'))[:200]})")
+        elif ran:
+            return None
+    return None
 
 
 def read_scores(db, task):
@@ -342,8 +410,11 @@ def grade(task, settings):
     if written:
         api = _api(course_root, db, settings["timeout"],
                    SKIP_TAG if settings.get("skip_tagged") else NEVER)
-        outcome = api.autograde(task["assignment"], task["student"],
-                                force=True, create=True)
+        try:
+            outcome = api.autograde(task["assignment"], task["student"],
+                                    force=True, create=True)
+        finally:  # however it ended, no case is left behind
+            _empty(os.environ.get(CASES_DIR))
         reasons += kernel_notes()
         if outcome.get("success"):
             result["status"] = "graded"
@@ -353,6 +424,11 @@ def grade(task, settings):
                   / task["assignment"])
         for name in task["notebooks"]:
             graded = folder / f"{name}.ipynb"
+            broken = graded.is_file() and environment_failed(graded)
+            if broken:  # the grader's fault, not the student's
+                result["status"] = "ungraded"
+                reasons.append(f"{name}: {broken}; nothing was recorded: "
+                               "fix the grading environment and run again")
             if graded.is_file():
                 messages, passed, events = read_graded(
                     graded, settings["timeout"])
@@ -363,6 +439,12 @@ def grade(task, settings):
     result["reasons"] = reasons
     result["seconds"] = round(time.monotonic() - start, 1)
     return result
+
+
+def _empty(folder):
+    if folder and os.path.isdir(folder):
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
 
 
 def main():

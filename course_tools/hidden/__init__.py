@@ -20,8 +20,13 @@ def _table():
 HIDDEN = _table()
 
 
-def cases(name):
-    """The hidden cases of exercise ``name`` (a list of ``Case``)."""
+def cases(name, *, salt=0):
+    """The hidden cases of exercise ``name`` (a list of ``Case``), their
+    random inputs drawn with ``salt`` (``course_lib.grading.common.
+    salted``; the grader passes a fresh secret one per submission)."""
+    from course_lib.grading.common import salted
+
     if name not in HIDDEN:
         raise ValueError(f"no hidden cases for exercise {name!r}")
-    return HIDDEN[name]()
+    with salted(salt):
+        return HIDDEN[name]()

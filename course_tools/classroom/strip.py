@@ -1,0 +1,234 @@
+"""The ``course_lib`` that a grading kernel gets: the course's library
+with the answers to the assignment's exercises taken out.
+
+``course_lib`` holds the reference implementation of every exercise. A
+kernel that grades an assignment must not be able to reach the answers
+to that assignment's exercises by any path (an import, a private core,
+an instance held by another module, pickle, a resolver, ``gc``): so
+they are not in its files at all. :func:`build` writes a copy of the
+package in which
+
+- each exercise's reference, and every object of the reference's own
+  module that the exercise's specification names as a shortcut
+  (``forbidden_reference``: ``LayerNorm`` for ``layer_norm``), is
+  replaced by a stub of the same name and docstring that raises
+  :class:`NotAvailableError` when called (a ``class``: when
+  constructed);
+- so is every private module-level helper (a name starting with ``_``)
+  that a removed definition uses, directly or through another removed
+  helper of the same module (``_attend`` for
+  ``scaled_dot_product_attention``, ``_split`` and ``_merge`` for
+  ``split_heads`` and ``merge_heads``);
+- the exercise specifications (``course_lib/grading/chapterNN.py``)
+  are replaced by modules whose import raises: their references and
+  their parametrised misconceptions (one with no bug left in is an
+  answer) are the grader's, and a grading kernel never judges;
+- no compiled file (``__pycache__``) is copied, since it would hold the
+  original code.
+
+What an answer may use stays: chapter 3's kernel keeps chapter 2's
+``scaled_dot_product_attention``. What is removed is derived from the
+specifications, never listed by hand (:func:`removed`), and
+``tests/test_strip.py`` checks it per exercise.
+"""
+
+import ast
+import importlib
+import inspect
+import os
+import re
+import shutil
+from pathlib import Path
+
+NOT_AVAILABLE = (
+    "{name} of course_lib is not available in this exercise: the kernel "
+    "that grades {assignment} holds no course implementation of what "
+    "it asks. Write it yourself.")
+ERROR_MODULE = "course_lib._not_available"
+SPEC_MODULE = re.compile(r"chapter\d\d\.py")
+CHECK = re.compile(r"""check\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+
+
+def exercises_of(notebooks):
+    """The exercise names that the test cells of ``notebooks`` (released
+    notebook nodes) check, in order."""
+    found = []
+    for nb in notebooks:
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade"):
+                for name in CHECK.findall(cell.source):
+                    if name not in found:
+                        found.append(name)
+    return found
+
+
+def _owner(obj):
+    """``(module name, top-level name)`` of a course_lib object, or
+    None for anything else."""
+    obj = getattr(obj, "func", obj)  # a functools.partial
+    module = getattr(obj, "__module__", "") or ""
+    name = (getattr(obj, "__qualname__", "") or "").split(".")[0]
+    if not module.startswith("course_lib.") or not name.isidentifier():
+        return None
+    return module, name
+
+
+def removed(names):
+    """``{module: {top-level names}}`` to take out for exercises
+    ``names``: the references, the forbidden course objects and the
+    private helpers they use (see the module's docstring)."""
+    from course_lib.grading import exercise
+
+    table = {}
+    for name in names:
+        spec = exercise(name)
+        home = _owner(spec.reference)
+        for obj in (spec.reference, *spec.forbidden_reference):
+            owner = _owner(obj)
+            # A forbidden object of another module is an earlier
+            # chapter's, which an answer may build on (chapter 7's
+            # VisionTransformer on chapter 4's encoder): it stays.
+            if owner and home and owner[0] == home[0]:
+                table.setdefault(owner[0], set()).add(owner[1])
+    for module, found in table.items():
+        found |= _private_closure(module, found)
+    return table
+
+
+def _definitions(tree):
+    """``{name: node}`` of a module's top-level defs and classes."""
+    return {node.name: node for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                 ast.ClassDef))}
+
+
+def _private_closure(module, names):
+    """The private top-level names of ``module`` used by ``names``,
+    transitively."""
+    source = inspect.getsource(importlib.import_module(module))
+    defs = _definitions(ast.parse(source))
+    todo, seen = [n for n in names if n in defs], set(names)
+    while todo:
+        node = defs[todo.pop()]
+        for sub in ast.walk(node):
+            used = sub.id if isinstance(sub, ast.Name) else \
+                sub.attr if isinstance(sub, ast.Attribute) else None
+            if (used and used.startswith("_") and not used.startswith("__")
+                    and used in defs and used not in seen):
+                seen.add(used)
+                todo.append(used)
+    return seen - set(names)
+
+
+def _stub(node, assignment):
+    """Source of the stub that replaces definition ``node``."""
+    message = NOT_AVAILABLE.format(name=node.name, assignment=assignment)
+    doc = ast.get_docstring(node)
+    quoted = repr(doc) if doc else None
+    if isinstance(node, ast.ClassDef):
+        lines = [f"class {node.name}:"]
+        if quoted:
+            lines.append(f"    {quoted}")
+        lines += ["", "    def __init__(self, *args, **kwargs):",
+                  f"        raise _NotAvailableError({message!r})", ""]
+        return "\n".join(lines)
+    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) \
+        else "def"
+    head = f"{prefix} {node.name}(*args, **kwargs):"
+    lines = [head]
+    if quoted:
+        lines.append(f"    {quoted}")
+    lines += [f"    raise _NotAvailableError({message!r})", ""]
+    return "\n".join(lines)
+
+
+def strip_source(source, names, assignment):
+    """``source`` of a module with the definitions ``names`` replaced by
+    stubs (decorators dropped); raises ``ValueError`` when one of
+    ``names`` is not defined at the top level."""
+    tree = ast.parse(source)
+    defs = _definitions(tree)
+    missing = sorted(set(names) - set(defs))
+    if missing:
+        raise ValueError(f"expected top-level definitions of {missing}")
+    lines = source.splitlines(keepends=True)
+    spans = sorted(((min([defs[n].lineno] + [d.lineno for d in
+                                             defs[n].decorator_list]),
+                     defs[n].end_lineno, n) for n in names), reverse=True)
+    for start, end, name in spans:
+        lines[start - 1:end] = [_stub(defs[name], assignment) + "\n"]
+    text = "".join(lines)
+    # The import goes after the docstring and the __future__ imports.
+    body = ast.parse(text).body
+    at = 0
+    while at < len(body) and (_is_docstring(body[at]) and at == 0
+                              or isinstance(body[at], ast.ImportFrom)
+                              and body[at].module == "__future__"):
+        at += 1
+    lines = text.splitlines(keepends=True)
+    insert = body[at].lineno - 1 if at < len(body) else len(lines)
+    lines.insert(insert, f"from {ERROR_MODULE} import "
+                 "NotAvailableError as _NotAvailableError\n")
+    return "".join(lines)
+
+
+def _is_docstring(node):
+    return (isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str))
+
+
+ERROR_SOURCE = '''"""The error of a grading kernel's course_lib (see
+course_tools.classroom.strip)."""
+
+
+class NotAvailableError(RuntimeError):
+    """This course_lib implementation is not in the grading kernel."""
+'''
+
+SPEC_STUB = '''"""Not in the grading kernel: the exercises' specifications
+(their references and misconceptions) stay with the grader."""
+
+raise ImportError("course_lib.grading.{stem} is not available in the "
+                  "kernel that grades {assignment}: the grader judges in "
+                  "its own process")
+'''
+
+
+def build(package, names, target, *, assignment):
+    """Write ``package`` (the folder of ``course_lib``) into ``target``
+    with the answers to exercises ``names`` taken out; return
+    ``{module: sorted names}`` of what was removed."""
+    package, target = Path(package), Path(target)
+    table = removed(names)
+    files = {}
+    for module, found in table.items():
+        path = package / Path(*module.split(".")[1:])
+        files[path.with_suffix(".py") if path.with_suffix(".py").is_file()
+              else path / "__init__.py"] = found
+    if target.exists():
+        shutil.rmtree(target)
+    for folder, dirs, filenames in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        here = Path(folder)
+        out = target / here.relative_to(package)
+        out.mkdir(parents=True, exist_ok=True)
+        os.chmod(out, 0o755)
+        for filename in sorted(filenames):
+            source = here / filename
+            if filename.endswith((".pyc", ".pyo")) or source.is_symlink():
+                continue
+            destination = out / filename
+            if here.name == "grading" and SPEC_MODULE.fullmatch(filename):
+                destination.write_text(SPEC_STUB.format(
+                    stem=filename[:-3], assignment=assignment))
+            elif source in files:
+                destination.write_text(strip_source(
+                    source.read_text(), files[source], assignment))
+            else:
+                shutil.copyfile(source, destination)
+            os.chmod(destination, 0o644)
+    (target / (ERROR_MODULE.split(".")[1] + ".py")).write_text(ERROR_SOURCE)
+    os.chmod(target / (ERROR_MODULE.split(".")[1] + ".py"), 0o644)
+    return {module: sorted(found) for module, found in table.items()}
