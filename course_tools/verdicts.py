@@ -145,15 +145,36 @@ def student_cells(nb, released_sources):
     return found
 
 
+def _binds(tree, name):
+    """Whether ``tree`` binds ``name`` at its top level (a def, a class,
+    an assignment or an import as ``name``)."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                             ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) \
+                else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name
+                   for target in targets for t in ast.walk(target)):
+                return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == name or a.name == "*"
+                for a in node.names):
+            return True
+    return False
+
+
 def rule_findings(nb, names, released_sources):
     """``{exercise: message}`` for each exercise whose answer breaks a
     rule, and the flags for the instructor.
 
-    An exercise is judged on its answer cell and the student's cells
-    whose definitions the answer uses. A construct of ``rules.EVASIONS``
-    in a cell the student wrote that no answer uses (an added cell, an
-    edited narrative cell) costs every exercise: it cannot be told which
-    answer it serves.
+    An exercise is judged on its answer cell, every cell the student
+    wrote that binds the exercise's name (a cell that rebinds it after
+    the answer), and the student's cells whose definitions those use.
+    Touching the grading machinery in a cell that serves no answer costs
+    every exercise. A construct that resolves names at run time costs
+    nothing: it is flagged for the instructor (``rules.review``).
     """
     trees = {i: rules.parse(c.source) for i, c in enumerate(nb.cells)
              if c.cell_type == "code"}
@@ -164,29 +185,35 @@ def rule_findings(nb, names, released_sources):
                and c.metadata.get("nbgrader", {}).get("solution")}
     analysed, verdicts, flags = {}, {}, []
     for name in names:
-        index = answers.get(name)
-        if index is None:
-            continue
-        helpers = [(i, t) for i, t in mine.items() if i != index]
-        analysed[name] = [index,
-                          *sorted(rules.reachable(mine[index], helpers))]
+        roots = [i for i, t in mine.items()
+                 if i == answers.get(name) or _binds(t, name)]
+        cells = set(roots)
+        for index in roots:
+            helpers = [(i, t) for i, t in mine.items() if i != index]
+            cells |= rules.reachable(mine[index], helpers)
+        analysed[name] = sorted(cells)
     attributed = {i for cells in analysed.values() for i in cells}
-    attributed |= set(answers.values())
-    loose = []  # evasions in cells that serve no answer
+    loose = []  # the grading machinery, in cells that serve no answer
     for index, tree in mine.items():
         if index not in attributed:
             loose += rules.uses(tree, torch_names=frozenset(),
-                                course_names=frozenset(), aliases={},
+                                course_names=frozenset(), aliases=aliases,
                                 cell=index)
+            found = rules.review(tree, aliases, cell=index)
+            if found:
+                flags.append(rules.describe(f"cell {index}", found))
     for name in names:
         spec = exercise(name)
-        found = []
+        found, resolving = [], []
         for i in analysed.get(name, []):
             found += rules.uses(mine[i], **forbidden(spec), aliases=aliases,
                                 cell=i)
+            resolving += rules.review(mine[i], aliases, cell=i)
         found += loose
         if found:
             verdicts[name] = rules.message(name, found, spec.shortcut_advice)
+        if resolving:
+            flags.append(rules.describe(name, resolving))
         if name in answers:
             score = _copied(spec, nb.cells[answers[name]].source)
             if score >= SIMILAR:

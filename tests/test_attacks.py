@@ -12,6 +12,8 @@ kernel printed in a test cell may reach the feedback or the autograded
 notebook.
 """
 
+import json
+
 import nbformat
 import pytest
 
@@ -107,6 +109,100 @@ scaled_dot_product_attention = eval(
     ".attention.scaled_dot_product_attention(Q, K, V, mask)")
 ''',
 }
+# Every path to course_lib's answers a review found, tried in the
+# kernel; what each gave is written to paths.json (copied back into the
+# autograded folder). The kernel's course_lib has none of them.
+REACH = '''_ = %pwd
+import json, pickle, pkgutil, string
+from course_lib import attention as A
+%time _t = 1
+_Q = torch.randn(2, 3, 4)
+def _read(path):
+    if "masked_fill" not in open(path).read():
+        raise LookupError("the code is not available in " + path)
+_paths = {
+    "private core": lambda: A._attend(_Q, _Q, _Q, None),
+    "module name": lambda: A.scaled_dot_product_attention(_Q, _Q, _Q),
+    "resolve_name": lambda: pkgutil.resolve_name(
+        "course_lib.attention:scaled_dot_product_attention")(_Q, _Q, _Q),
+    "pickle": lambda: pickle.loads(pickle.dumps(
+        A.scaled_dot_product_attention))(_Q, _Q, _Q),
+    "Formatter": lambda: string.Formatter().get_field(
+        "0.scaled_dot_product_attention", [A], {})[0](_Q, _Q, _Q),
+    "get_ipython": lambda: get_ipython().ev(
+        "A.scaled_dot_product_attention")(_Q, _Q, _Q),
+    "magic": lambda: get_ipython().run_line_magic(
+        "time", "A.causal_mask(3)"),
+    "star import": lambda: exec(
+        "from course_lib.attention import *\\n"
+        "scaled_dot_product_attention(_Q, _Q, _Q)", {"_Q": _Q}),
+    "held by another module": lambda: __import__(
+        "course_lib.multihead").multihead.MultiHeadAttention(
+            d_model=4, n_heads=1)(_Q),
+    "subclass": lambda: type("Mine", (A.SelfAttention,), {})(
+        d_model=4, d_k=4),
+    "specification": lambda: __import__("course_lib.grading.chapter02"),
+    "the file": lambda: _read(A.__file__),
+}
+_found = {}
+for _label, _path in _paths.items():
+    try:
+        _path()
+        _found[_label] = "reached"
+    except Exception as error:
+        _found[_label] = f"{type(error).__name__}: {error}"
+with open("paths.json", "w") as _out:
+    json.dump(_found, _out)
+''' + WRONG
+# Honest answers in styles that once cost points (a local named signal,
+# inspect and operator imported, weights built with setattr in a loop,
+# einsum): they keep every point.
+HONEST_STYLES = {
+    "scaled_dot_product_attention": '''
+import inspect
+import math
+import operator
+
+import torch
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    signal = torch.einsum("...nd,...md->...nm", Q, K)
+    signal = operator.truediv(signal, math.sqrt(Q.shape[-1]))
+    if mask is not None:
+        signal = signal.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(signal, dim=-1)
+    if mask is not None:
+        weights = torch.where(mask, weights, 0.0)
+    assert len(inspect.signature(scaled_dot_product_attention)
+               .parameters) == 4
+    return weights @ V, weights
+''',
+    "SelfAttention": '''
+import math
+
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+        super().__init__()
+        sizes = {"W_q": d_k, "W_k": d_k, "W_v": d_v or d_k}
+        for name, size in sizes.items():
+            setattr(self, name, nn.Linear(d_model, size, bias=bias))
+
+    def forward(self, X, mask=None):
+        Q, K, V = (getattr(self, n)(X) for n in ("W_q", "W_k", "W_v"))
+        S = Q @ K.transpose(-2, -1) / math.sqrt(K.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        if mask is not None:
+            A = torch.where(mask, A, 0.0)
+        return A @ V, A
+''',
+}
 HONEST_WRONG = "honest_wrong"  # the solution with WRONG; the solution
 
 
@@ -115,9 +211,12 @@ def submissions():
     in chapter 2's solution notebook."""
     solution = nbformat.read(notebook_path(CHAPTER), 4)
     prelude = "import math\nimport torch\nfrom torch import nn\n"
-    return {name: with_answers(solution, {
+    found = {name: with_answers(solution, {
         "scaled_dot_product_attention": prelude + source})
-        for name, source in {**ATTACKS, HONEST_WRONG: WRONG}.items()}
+        for name, source in {**ATTACKS, HONEST_WRONG: WRONG,
+                             "reach_the_answers": REACH}.items()}
+    found["honest_styles"] = with_answers(solution, HONEST_STYLES)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +237,25 @@ def test_honest_students_get_their_grades(batch):
         "test_scaled_dot_product_attention"]
     assert wrong.auto("test_causal_mask") == 2
     assert wrong.auto("test_SelfAttention") == 3
+    styles = results["honest_styles"]
+    assert all(score == top for grade_id, (score, top)
+               in styles.scores.items() if grade_id.startswith("test_")), (
+        styles.messages)
+
+
+def test_no_path_reaches_the_answers_in_the_kernel(batch):
+    """The grading kernel's course_lib holds none of chapter 2's answers:
+    every path to them raised, saying so."""
+    results, workdir = batch
+    assert results["reach_the_answers"].auto(
+        "test_scaled_dot_product_attention") == 0
+    [report] = [p for p in workdir.rglob("paths.json")
+                if "reach_the_answers" in str(p)]
+    found = json.loads(report.read_text())
+    assert len(found) == 12, found
+    for label, outcome in found.items():
+        assert outcome != "reached", label
+        assert "not available" in outcome, (label, outcome)
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
@@ -178,5 +296,7 @@ def test_the_rules_name_what_was_used(batch):
     results, _ = batch
     message = results["thread"].messages["test_scaled_dot_product_attention"]
     assert "course_lib's scaled_dot_product_attention" in message
+    # eval hides what it calls from the rules; the kernel has no answer
+    # to reach (the instructor is told to look at it)
     message = results["eval"].messages["test_scaled_dot_product_attention"]
-    assert "uses eval" in message
+    assert "not available in this exercise" in message, message

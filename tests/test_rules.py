@@ -24,14 +24,16 @@ def findings(name, source):
     ("from course_lib.attention import softmax", "course_lib", "softmax"),
     ("y = getattr(torch, 'softmax')(x)", "PyTorch", "softmax"),
     ("y = torch.ops.aten._softmax(x, -1, False)", "PyTorch", "_softmax"),
-    ("y = eval('torch.soft' + 'max')(x)", "Python", "eval"),
-    ("import importlib", "Python", "importlib"),
-    ("f = ref.__dict__['soft' + 'max']", "Python", "__dict__"),
-    ("import course_lib.grading", "Python", "course_lib.grading"),
-    ("f = getattr(torch, ''.join(['soft', 'max']))", "Python",
-     "getattr with a computed name"),
-    ("from functools import reduce\nf = reduce(getattr, names, torch)",
-     "Python", "getattr with a computed name"),
+    ("import course_lib.grading.harness as h", "grading",
+     "course_lib.grading.harness"),
+    ("from course_lib.grading import wire", "grading",
+     "course_lib.grading.wire"),
+    ("course_lib.grading.harness.evaluate = f", "grading", "harness"),
+    # IPython syntax is read too: a magic's code, a cell it starts
+    ("_ = %pwd\ny = ref.softmax(x)", "course_lib", "softmax"),
+    ("%time y = torch.softmax(x, -1)", "PyTorch", "softmax"),
+    ("%%time\ny = torch.softmax(x, -1)", "PyTorch", "softmax"),
+    ("!ls\ny = F.softmax(x, -1)", "PyTorch", "softmax"),
 ])
 def test_forbidden_uses_are_found(source, owner, name):
     found = findings("softmax", source)
@@ -47,9 +49,41 @@ def test_forbidden_uses_are_found(source, owner, name):
     "n = getattr(module, 'n_heads', 1)",
     "for name in names:\n    norm = getattr(layer, name)",
     "assert isinstance(layer, torch.nn.MultiheadAttention)",
+    # names that honest code uses, which once cost points
+    "import signal\nsignal = x - x.amax(-1, keepdim=True)",
+    "for k, w in enumerate(ws):\n    setattr(self, f'W_{k}', w)",
+    "import operator\ny = operator.mul(x, 2)",
+    "import inspect\nn = len(inspect.signature(f).parameters)",
+    "check = torch.allclose(a, b)",
+    "vars_ = vars(args)",
 ])
 def test_honest_code_is_not_flagged(source):
     assert findings("softmax", source) == []
+
+
+@pytest.mark.parametrize("source, name", [
+    ("y = eval('torch.soft' + 'max')(x)", "eval"),
+    ("import importlib", "importlib"),
+    ("f = ref.__dict__['soft' + 'max']", "__dict__"),
+    ("f = getattr(torch, ''.join(['soft', 'max']))",
+     "getattr with a computed name on a module"),
+    ("import pickle\nf = pickle.loads(blob)", "pickle"),
+    ("import pkgutil\nf = pkgutil.resolve_name('torch:softmax')",
+     "resolve_name"),
+    ("import string\nf = string.Formatter().get_field(k, [ref], {})[0]",
+     "get_field"),
+    ("f = get_ipython().ev('ref.softmax')", "get_ipython"),
+    ("f = torch.ops.aten.__getattr__('_soft' + 'max')", "__getattr__"),
+    ("import sys\nf = sys.modules[m].exp", "modules"),
+])
+def test_run_time_resolution_is_for_review(source, name):
+    """Resolvers cost nothing: they are reported to the instructor."""
+    assert findings("softmax", source) == []
+    tree = rules.parse(source)
+    names = rules.aliases([rules.parse(SETUP), tree])
+    found = rules.review(tree, names)
+    assert name in {f.name for f in found}, found
+    assert "review it by hand" in rules.describe("softmax", found)
 
 
 def test_course_lib_names_that_pytorch_shares_are_allowed():

@@ -3,14 +3,25 @@
 An exercise asks the student to write something that PyTorch or
 ``course_lib`` already has; calling that ready-made version earns no
 points. These rules read the code (imports, names, attribute access, the
-strings given to ``getattr``); they do not run it. They are a teaching
-rule, not a security boundary: the grader's own process decides every
-grade from the results, whatever the code does.
+strings given to ``getattr``, IPython magics included); they do not run
+it. They are a teaching rule, not a security boundary: the grader's own
+process decides every grade from the results, and the kernel that grades
+an assignment holds no ``course_lib`` answer to it
+(``course_tools.classroom.strip``).
 
-Besides each exercise's forbidden names, some constructs have no place in
-an answer because they reach the grading machinery or run code that is
-not written out (``eval``, ``exec``, ``__import__``, ``importlib``,
-frames, ``course_lib.grading`` ...): :data:`EVASIONS`.
+Two more kinds of finding:
+
+- code that touches the grading machinery itself (the modules of
+  ``course_lib.grading`` other than ``check``): no honest answer does,
+  and it costs the exercise (owner ``"grading"``); a notebook that
+  replaces ``check`` only loses the results its test cells would send;
+- a construct that resolves a name at run time (``eval``, ``exec``,
+  ``__import__``, ``importlib``, a computed ``getattr`` on a module,
+  ``pickle``, ``pkgutil.resolve_name``, ``string.Formatter``,
+  ``get_ipython``, ``operator.attrgetter``, ``sys.modules``, a module's
+  ``__dict__``): the rules cannot see which function it reaches, so it is
+  reported to the instructor for review (:func:`review`) and costs
+  nothing; honest code uses such names too.
 """
 
 import ast
@@ -20,26 +31,24 @@ import keyword
 import tokenize
 from dataclasses import dataclass
 
-# Names whose use in an answer makes the code unreadable to these rules
-# or reaches into the grader's machinery: as names and in imports ...
-EVASIONS = frozenset({
+# Constructs that resolve a name at run time: as names and imports ...
+RESOLVERS = frozenset({
     "eval", "exec", "compile", "__import__", "importlib", "globals",
-    "locals", "vars", "setattr", "delattr", "__builtins__", "builtins",
-    "gc", "inspect", "ctypes", "operator", "threading", "multiprocessing",
-    "subprocess", "signal", "get_ipython", "grading",
+    "vars", "get_ipython", "pickle", "dill", "marshal", "resolve_name",
+    "Formatter", "attrgetter", "methodcaller", "import_module",
 })
 # ... and as attributes (``x.name``).
-EVASIVE_ATTRIBUTES = frozenset({
-    "__dict__", "__globals__", "__code__", "__closure__", "__subclasses__",
-    "__bases__", "__mro__", "__reduce__", "__reduce_ex__",
-    "__getattribute__", "__builtins__", "__import__", "__loader__",
-    "__self__", "__func__", "__wrapped__", "__defaults__",
-    "__kwdefaults__", "_getframe", "f_back", "f_globals", "f_locals",
-    "settrace", "setprofile", "set_custom_exc", "showtraceback",
-    "overrides", "_python_dispatch", "TorchFunctionMode",
-    "TorchDispatchMode", "__torch_function__", "__torch_dispatch__",
-    "grading", "harness", "wire", "import_module",
+RESOLVING_ATTRIBUTES = frozenset({
+    "__dict__", "__globals__", "__getattribute__", "__builtins__",
+    "__import__", "__loader__", "_getframe", "f_globals", "f_locals",
+    "get_field", "resolve_name", "import_module", "ev", "ex",
+    "run_cell", "user_ns", "__subclasses__", "__getattr__",
 })
+# The grading machinery: what only an attack on it touches.
+MACHINERY = frozenset({"harness", "wire", "engine", "verdicts"})
+# IPython magics whose argument is Python code, read like a cell.
+CODE_MAGICS = frozenset({"time", "timeit", "prun", "capture", "debug",
+                         "run_line_magic", "run_cell_magic"})
 
 
 @dataclass
@@ -99,19 +108,46 @@ def aliases_of(namespace):
 
 
 def parse(source):
-    """The syntax tree of ``source``, or ``None`` (IPython magics and
-    shell lines are blanked first)."""
-    lines = [("" if line.lstrip().startswith(("%", "!")) else line)
-             for line in source.splitlines()]
+    """The syntax tree of ``source`` (IPython syntax turned into Python as
+    IPython runs it, with the code given to ``%time`` and the like read
+    as code too), or ``None`` when it is not Python."""
     try:
-        return ast.parse("\n".join(lines))
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        tree = _ipython(source)
+    return tree
+
+
+def _ipython(source):
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover - kernels have IPython
+        return None
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError):
         return None
+    extra = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("run_line_magic", "run_cell_magic")
+                and node.args and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in CODE_MAGICS):
+            for arg in node.args[1:]:
+                if isinstance(arg, ast.Constant) and isinstance(
+                        arg.value, str):
+                    inner = parse(arg.value)
+                    if inner is not None:
+                        extra += inner.body
+    tree.body += extra
+    return tree
 
 
 def uses(tree, *, torch_names, course_names, aliases, cell=None):
     """Every use, in ``tree``, of a PyTorch or ``course_lib`` name the
-    exercise forbids, and of an :data:`EVASIONS` construct."""
+    exercise forbids, and of the grading machinery (owner
+    ``"grading"``)."""
     found = []
 
     def add(node, name, owner):
@@ -123,16 +159,6 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                 and node.func.id in ("isinstance", "issubclass")
                 and len(node.args) == 2):
             checked |= {id(n) for n in ast.walk(node.args[1])}
-    # getattr(x, "name") reads like x.name, and getattr(layer, name) on
-    # an object of the answer's own is plain code; a computed name read
-    # from a module (torch, course_lib, ...) hides which function it is
-    direct_getattr = {
-        id(node.func) for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        and node.func.id == "getattr" and len(node.args) >= 2
-        and ((isinstance(node.args[1], ast.Constant)
-              and type(node.args[1].value) is str)
-             or _root(node.args[0]) not in aliases)}
     for node in ast.walk(tree):
         if id(node) in checked:
             continue
@@ -146,12 +172,9 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
             elif node.attr in torch_names and not root.startswith(
                     "course_lib"):
                 add(node, node.attr, "PyTorch")
-            elif node.attr in EVASIVE_ATTRIBUTES or (
-                    root == "sys" and node.attr == "modules"):
-                add(node, node.attr, "Python")
-        elif (isinstance(node, ast.Name) and node.id == "getattr"
-              and id(node) not in direct_getattr):
-            add(node, "getattr with a computed name", "Python")
+            elif node.attr in MACHINERY and (
+                    root.startswith("course_lib") or node.attr == "harness"):
+                add(node, node.attr, "grading")
         elif isinstance(node, ast.Name):
             path = aliases.get(node.id, "")
             last = path.rsplit(".", 1)[-1]
@@ -161,15 +184,16 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
             elif path and last in torch_names and not path.startswith(
                     "course_lib"):
                 add(node, last, "PyTorch")
-            elif node.id in EVASIONS:
-                add(node, node.id, "Python")
+            elif path.startswith("course_lib.grading.") and (
+                    last in MACHINERY or path.split(".")[2] in MACHINERY):
+                add(node, path, "grading")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             module = getattr(node, "module", None) or ""
             for alias in node.names:
                 parts = f"{module}.{alias.name}".strip(".").split(".")
-                bad = [p for p in parts if p in EVASIONS]
-                if bad:
-                    add(node, ".".join(parts), "Python")
+                if parts[:2] == ["course_lib", "grading"] and (
+                        set(parts[2:]) & MACHINERY):
+                    add(node, ".".join(parts), "grading")
                 elif parts[-1] in course_names and "course_lib" in parts:
                     add(node, parts[-1], "course_lib")
                 elif parts[-1] in torch_names and parts[0] == "torch":
@@ -207,22 +231,61 @@ def reachable(answer, helpers):
     return chosen
 
 
+def review(tree, aliases, cell=None):
+    """The constructs of ``tree`` that resolve a name at run time (see the
+    module's docstring): findings for the instructor, costing nothing."""
+    found = []
+
+    def add(node, name):
+        found.append(Finding(cell, getattr(node, "lineno", 0), name,
+                             "Python"))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "getattr" and len(node.args) >= 2 \
+                and not (isinstance(node.args[1], ast.Constant)
+                         and type(node.args[1].value) is str) \
+                and _root(node.args[0]) in aliases:
+            add(node, "getattr with a computed name on a module")
+        elif isinstance(node, ast.Attribute) and (
+                node.attr in RESOLVING_ATTRIBUTES
+                or _root(node) == "sys" and node.attr == "modules"):
+            add(node, node.attr)
+        elif isinstance(node, ast.Name) and node.id in RESOLVERS:
+            add(node, node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = getattr(node, "module", None) or ""
+            for alias in node.names:
+                parts = f"{module}.{alias.name}".strip(".").split(".")
+                if set(parts) & RESOLVERS:
+                    add(node, ".".join(parts))
+    return found
+
+
 def message(exercise, findings, advice=""):
-    """The student's message for ``findings``: the forbidden names first,
-    then what hides code."""
-    findings = sorted(findings, key=lambda f: f.owner == "Python")
+    """The student's message for ``findings``: what touches the grading
+    machinery first, then the forbidden names."""
+    findings = sorted(findings, key=lambda f: f.owner != "grading")
     first = findings[0]
-    if first.owner == "Python":
-        what = (f"uses {first.name} ({first.where()}), which an answer "
-                "may not use: it reaches the grading machinery or runs "
-                "code that is not written out")
+    if first.owner == "grading":
+        what = (f"uses {first.name} ({first.where()}), which is part of "
+                "the grading machinery: an answer only defines its "
+                "function or class, and the test cell checks it")
+        advice = ""
     else:
-        names = sorted({f"{f.owner}'s {f.name}" for f in findings
-                        if f.owner != "Python"})
+        names = sorted({f"{f.owner}'s {f.name}" for f in findings})
         what = (f"calls {', '.join(names)} ({first.where()}). This "
                 "exercise asks you to write it yourself, so a ready-made "
                 "version earns no points here")
     return f"{exercise} {what}. {advice}".rstrip()
+
+
+def describe(exercise, findings):
+    """One line for the instructor about :func:`review` findings."""
+    shown = ", ".join(sorted({f"{f.name} ({f.where()})"
+                              for f in findings})[:4])
+    return (f"{exercise}: the answer resolves names at run time ({shown}); "
+            "the rules cannot see what it reaches: review it by hand")
 
 
 # -------------------------------------------------------- copied answers
