@@ -10,6 +10,7 @@ what changed.
 
 import json
 import shutil
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -61,6 +62,18 @@ ip = get_ipython()
 ip.showtraceback = lambda *args, **kwargs: None
 ip._showtraceback = lambda *args, **kwargs: None
 """
+# A file name that is not UTF-8 and holds terminal escapes, a script in
+# an HTML output and, in an added markdown cell, an image whose error
+# handler runs script: none may stop the batch, reach the instructor's
+# terminal or run in the formgrader.
+HOSTILE = RIGHT + """
+import os
+from IPython.display import HTML, display
+open(os.fsencode("bad-") + b"\\xff\\xfe\\x1b[2J\\x1b[H.txt", "w").close()
+display(HTML("<script>document.title = 'pwned'</script>"))
+print("\\x1b[2J\\x1b[31mred")
+"""
+MARKUP = "<img src=x onerror=\"alert('pwned')\"> [x](javascript:alert(1))"
 # student -> (test_softmax score, status, reason that must appear)
 EXPECTED = {
     "right": (3, "graded", None),
@@ -78,7 +91,8 @@ EXPECTED = {
     "greedy": (3, "graded", "ran out of memory"),
     "flood": (3, "graded", "over 5 MB of output: the rest was dropped"),
     "snoop": (3, "graded", None),
-    "traceback": (0, "graded", None),
+    "traceback": (0, "graded", "review it by hand"),
+    "hostile": (3, "graded", "active content"),
 }
 
 
@@ -119,8 +133,10 @@ def _write_class(course, released):
         "flood": RIGHT + "for _ in range(3000):\n    print('x' * 10_000)\n",
         "snoop": SNOOP.format(course=course, package=package),
         "traceback": TRACEBACK,
+        "hostile": HOSTILE,
     }
     notebooks = {s: _answer(released, a) for s, a in answers.items()}
+    notebooks["hostile"].cells.append(nbformat.v4.new_markdown_cell(MARKUP))
     notebooks["unanswered"] = released
     edited = _answer(released, WRONG)
     _cell(edited, "test_softmax").source = "pass"
@@ -233,6 +249,26 @@ def test_csv_and_feedback(graded):
     assert "0 / 3" in pages["traceback"]
     graded = course / "autograded" / "right" / ASSIGNMENT / f"{NAME}.ipynb"
     assert graded.is_file()
+
+
+@pytest.mark.e2e
+def test_nothing_a_submission_wrote_acts_on_the_instructor(graded):
+    """Non-UTF-8 names and escape codes reach the summary as printable
+    text; the graded notebook has no script and no raw HTML."""
+    course, _, outcomes = graded
+    text = summary(list(outcomes.values()))
+    text.encode("utf-8")  # no lone surrogate
+    assert "\x1b" not in text, text
+    folder = course / "autograded" / "hostile" / ASSIGNMENT
+    notebook = nbformat.read(folder / f"{NAME}.ipynb", 4)
+    raw = json.dumps(notebook)
+    assert "<script" not in raw and "text/html" not in raw
+    assert "<img" not in raw and "javascript:" not in raw
+    assert "&lt;img" in notebook.cells[-1].source
+    page = (course / "feedback" / "hostile" / ASSIGNMENT / f"{NAME}.html")
+    assert "<script" not in page.read_text()
+    # The cases files are gone, however each kernel ended ("crash")
+    assert not list(Path("/tmp").glob("course-cases-*/*.json"))
 
 
 @pytest.mark.e2e

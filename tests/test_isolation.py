@@ -219,11 +219,11 @@ for folder in (".", "/tmp", "/dev/shm"):
 """
 # student -> (test_softmax score, reasons that must appear); the attacks
 # are grouped in two submissions that do not get in each other's way.
-# a_processes_files scores 0 by the rule about shortcuts (its answer
-# cell uses subprocess and signal), whatever the isolation does; the
-# daemon it leaves behind attacks the kernels graded after it.
+# a_processes_files answers right and keeps its points only if nothing
+# it snoops for is readable or reachable; the daemon it leaves behind
+# attacks the kernels graded after it.
 EXPECTED = {
-    "a_processes_files": (0, []),
+    "a_processes_files": (3, []),
     "b_resources": (3, ["symbolic link skipped",
                         "folders nested deeper than 8 levels skipped",
                         f"filled its {DISK_MB} MB of disk",
@@ -434,10 +434,41 @@ def test_the_cases_file_reaches_the_kernel(tmp_path, monkeypatch):
     assert result.stdout == '{"hidden": [1, 2, 3]}', result
 
 
-def _launch(folder, command):
+# A key stored in the kernel's user keyring, then looked for by a later
+# kernel of the same uid: the keyrings outlive processes.
+KEYS = """import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+if sys.argv[1] == "write":
+    n = libc.syscall({add_key}, b"user", b"course-secret", b"answer", 6,
+                     ctypes.c_int(-4))
+else:
+    n = libc.syscall({keyctl}, 10, ctypes.c_int(-4), b"user",
+                     b"course-secret", 0)
+print(n, os.strerror(ctypes.get_errno()) if n < 0 else "found")
+"""
+
+
+@pytest.mark.e2e
+def test_no_keyring_carries_anything_to_the_next_kernel(tmp_path):
+    import platform
+
+    from course_tools.classroom import sandbox
+
+    _, add_key, _, keyctl = sandbox.KEY_CALLS[platform.machine()]
+    script = KEYS.format(add_key=add_key, keyctl=keyctl)
+    uid = f"--uid={box.UID_BASE + 7}"
+    writer = _launch(tmp_path, ["python", "-c", script, "write"], uid)
+    reader = _launch(tmp_path, ["python", "-c", script, "read"], uid)
+    assert writer.stdout.startswith("-1 Operation not permitted"), writer
+    assert "found" not in reader.stdout and reader.stdout.startswith(
+        "-1"), reader
+
+
+def _launch(folder, command, *options):
     argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
             f"--read-only={sys.prefix}", f"--read-only={sys.base_prefix}",
-            "--"] + command
+            *options, "--"] + command
     result = subprocess.run(argv, cwd=folder, capture_output=True,
                             text=True, timeout=60)
     if result.stdout.startswith("not isolated"):
