@@ -87,6 +87,23 @@ def simple_self_attention(X):
     A = torch.softmax(torch.einsum("...nd,...md->...nm", X, X), dim=-1)
     return torch.einsum("...nm,...md->...nd", A, X), A
 '''),
+        ("the colleague's function repaired line by line", '''
+def simple_self_attention(X):
+    S = X @ X.mT
+    E = torch.exp(S - S.amax(dim=-1, keepdim=True))
+    A = E / E.sum(dim=-1, keepdim=True)
+    return A @ X, A
+'''),
+        ("a Python loop over the rows of a flattened batch", '''
+def simple_self_attention(X):
+    *batch, N, D = X.shape
+    flat = X.reshape(-1, N, D)
+    A = torch.empty(flat.shape[0], N, N, dtype=X.dtype)
+    for b in range(flat.shape[0]):
+        for n in range(N):
+            A[b, n] = torch.softmax(flat[b] @ flat[b, n], dim=-1)
+    return (A @ flat).reshape(X.shape), A.reshape(*batch, N, N)
+'''),
     ],
     "length_for_self_weight": [
         ("a sum of logs and a clamp", '''
@@ -315,6 +332,24 @@ def attention_coefficients(X):
 def simple_self_attention(X):
     A = torch.softmax(X @ X.transpose(-2, -1), dim=-1)
     return A.transpose(-2, -1) @ X, A
+'''),
+        ("weights normalised over the columns", '''
+def simple_self_attention(X):
+    S = X @ X.transpose(-2, -1)
+    E = torch.exp(S - S.amax(dim=(-2, -1), keepdim=True))
+    A = E / E.sum(dim=-2, keepdim=True)
+    return A.transpose(-2, -1) @ X, A
+'''),
+        ("weights normalised over the columns", '''
+def simple_self_attention(X):
+    A = torch.softmax(X @ X.transpose(-2, -1), dim=-2)
+    return A @ X, A
+'''),
+        ("no maximum subtracted", '''
+def simple_self_attention(X):
+    E = (X @ X.transpose(-2, -1)).exp()
+    A = E / E.sum(-1, keepdim=True)
+    return A @ X, A
 '''),
     ],
     "length_for_self_weight": [
