@@ -33,7 +33,7 @@ from course_lib._validate import (
 from course_lib.attention import _attend
 
 __all__ = ["split_heads", "merge_heads", "multi_head_attention",
-           "MultiHeadAttention"]
+           "grouped_query_attention", "MultiHeadAttention"]
 
 
 def split_heads(X, n_heads):
@@ -103,6 +103,56 @@ def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
     # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
     heads, A = _attend(Q, K, V, mask)
     # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, D)
+    return _merge(heads) @ W_o, A
+
+
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    """Grouped-query self-attention (Ainslie et al., 2023) with explicit
+    matrices in the ``X W`` convention and no biases.
+
+    ``H = n_heads`` query heads of ``d_head = D // H`` features share
+    ``G = n_groups`` key/value heads: query head ``h`` reads key/value
+    head ``h // (H // G)``. ``X`` is ``(..., N, D)``, ``W_q`` and ``W_o``
+    are ``(D, D)``, ``W_k`` and ``W_v`` are ``(D, G * d_head)``. Returns
+    ``(Y, A)`` with ``Y (..., N, D)`` and ``A (..., H, N, N)``; ``mask``
+    is bool, broadcastable to ``(..., N, N)`` (every head) or to ``(...,
+    H, N, N)`` (one per query head). ``G = H`` is
+    :func:`multi_head_attention`, ``G = 1`` multi-query attention.
+    """
+    require_tokens(X, "X", X.shape[-1] if X.dim() else 0)
+    D = X.shape[-1]
+    require_positive_int(n_heads, "n_heads")
+    require_positive_int(n_groups, "n_groups")
+    if D % n_heads or n_heads % n_groups:
+        raise ValueError(
+            f"need D divisible by n_heads and n_heads by n_groups, got "
+            f"D = {D}, n_heads = {n_heads}, n_groups = {n_groups}"
+        )
+    d_kv = n_groups * (D // n_heads)
+    shapes = {"W_q": (D, D), "W_k": (D, d_kv), "W_v": (D, d_kv),
+              "W_o": (D, D)}
+    for name, W in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v),
+                    ("W_o", W_o)):
+        require_tensor(W, name, min_dim=2)
+        if tuple(W.shape) != shapes[name]:
+            raise ValueError(f"{name} must have shape {shapes[name]}, got "
+                             f"{tuple(W.shape)}")
+    require_same_dtype(X=X, W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o)
+    if mask is not None:
+        # (..., 1, N, N) for every head, or (..., H, N, N) per head
+        mask = require_head_mask(mask, n_heads, X.shape[-2], X.shape[-2],
+                                 X.shape[:-2])
+    Q = _split(X @ W_q, n_heads)  # (..., H, N, d_head)
+    K = _split(X @ W_k, n_groups)  # (..., G, N, d_head)
+    V = _split(X @ W_v, n_groups)  # (..., G, N, d_head)
+    # query head h reads group h // (H / G): repeat each group H / G
+    # times in place                                (..., H, N, d_head)
+    K = K.repeat_interleave(n_heads // n_groups, dim=-3)
+    V = V.repeat_interleave(n_heads // n_groups, dim=-3)
+    # head_h = softmax(Q_h K_g^T / sqrt(d_head)) V_g,  g = h // (H / G)
+    heads, A = _attend(Q, K, V, mask)
+    # GQA(X) = Concat(head_1, ..., head_H) W_o     (..., N, D)
     return _merge(heads) @ W_o, A
 
 

@@ -8,6 +8,7 @@ from torch.nn import functional as F
 from course_lib.attention import causal_mask, scaled_dot_product_attention
 from course_lib.multihead import (
     MultiHeadAttention,
+    grouped_query_attention,
     merge_heads,
     multi_head_attention,
     split_heads,
@@ -194,3 +195,69 @@ def test_from_torch_documents_rows_whatever_batch_first():
     X = torch.randn(3, 5, 8)  # (B, N, D): tokens are rows
     expected, _ = theirs(*[X.transpose(0, 1)] * 3)  # (N, B, D)
     torch.testing.assert_close(ours(X)[0], expected.transpose(0, 1))
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-5),
+                                            (torch.float64, 1e-12)])
+@pytest.mark.parametrize(("H", "G"), [(4, 1), (4, 2), (6, 3), (4, 4)])
+def test_grouped_query_attention_matches_torch(dtype, tol, H, G):
+    """Against F.scaled_dot_product_attention(enable_gqa=True), whose
+    query head h reads key/value head h // (H / G), with a mask per
+    sequence; B = H so that a mask without a head axis would pair
+    sequences with heads."""
+    torch.manual_seed(0)
+    B, N, D = H, 5, 2 * H
+    d_head = D // H
+    X = torch.randn(B, N, D, dtype=dtype)
+    W_q, W_o = (torch.randn(D, D, dtype=dtype) for _ in range(2))
+    W_k, W_v = (torch.randn(D, G * d_head, dtype=dtype) for _ in range(2))
+    mask = causal_mask(N) & (torch.rand(B, N, N) < 0.7)
+    mask[..., 0] = True
+    Y, A = grouped_query_attention(X, W_q, W_k, W_v, W_o, H, G, mask)
+    assert Y.shape == (B, N, D) and A.shape == (B, H, N, N)
+    assert Y.dtype == dtype
+    Q = split_heads(X @ W_q, H)
+    K, V = split_heads(X @ W_k, G), split_heads(X @ W_v, G)
+    heads = F.scaled_dot_product_attention(
+        Q, K, V, attn_mask=mask.unsqueeze(1), enable_gqa=True)
+    torch.testing.assert_close(Y, merge_heads(heads) @ W_o, atol=tol,
+                               rtol=tol)
+    torch.testing.assert_close(A.sum(-1), torch.ones(B, H, N, dtype=dtype))
+    assert (A[~mask.unsqueeze(1).expand_as(A)] == 0).all()
+
+
+def test_grouped_query_attention_reduces_to_multi_head():
+    """G = H is multi-head attention; for G < H it is multi-head attention
+    with each group's key and value columns repeated in place."""
+    torch.manual_seed(1)
+    H, G, D = 4, 2, 8
+    d_head = D // H
+    X = torch.randn(3, 6, D, dtype=torch.float64)
+    W_q, W_o = (torch.randn(D, D, dtype=torch.float64) for _ in range(2))
+    W_k, W_v = (torch.randn(D, G * d_head, dtype=torch.float64)
+                for _ in range(2))
+
+    def repeated(W):  # (D, G * d_head) -> (D, H * d_head), groups in place
+        return W.unflatten(-1, (G, d_head)).repeat_interleave(
+            H // G, dim=-2).flatten(-2)
+
+    Y, A = grouped_query_attention(X, W_q, W_k, W_v, W_o, H, G)
+    Y_mha, A_mha = multi_head_attention(X, W_q, repeated(W_k),
+                                        repeated(W_v), W_o, H)
+    torch.testing.assert_close(Y, Y_mha)
+    torch.testing.assert_close(A, A_mha)
+    W_kf, W_vf = repeated(W_k), repeated(W_v)
+    torch.testing.assert_close(
+        grouped_query_attention(X, W_q, W_kf, W_vf, W_o, H, H)[0],
+        multi_head_attention(X, W_q, W_kf, W_vf, W_o, H)[0])
+
+
+def test_grouped_query_attention_bad_input():
+    X = torch.randn(5, 8)
+    W = torch.randn(8, 8)
+    with pytest.raises(ValueError, match="n_heads by n_groups"):
+        grouped_query_attention(X, W, W[:, :6], W[:, :6], W, 4, 3)
+    with pytest.raises(ValueError, match=r"W_k must have shape \(8, 4\)"):
+        grouped_query_attention(X, W, W, W[:, :4], W, 4, 2)
+    with pytest.raises(ValueError, match="n_groups"):
+        grouped_query_attention(X, W, W, W, W, 4, 0)

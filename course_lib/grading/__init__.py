@@ -31,6 +31,7 @@ CHAPTER_OF = {
     "SelfAttention": "chapter02", "decoding_mask": "chapter02",
     "split_heads": "chapter03", "merge_heads": "chapter03",
     "MultiHeadAttention": "chapter03", "multi_head_attention": "chapter03",
+    "grouped_query_attention": "chapter03",
     "layer_norm": "chapter04", "FeedForward": "chapter04",
     "TransformerLayer": "chapter04", "layer_norm_backward": "chapter04",
     "attention_flops": "chapter05", "crossover_length": "chapter05",

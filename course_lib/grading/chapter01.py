@@ -140,18 +140,40 @@ ATTENTION_COEFFICIENTS = Exercise(
 
 
 # --------------------------------------------------- simple self-attention
+# Exercise 3 is a debugging task: the chapter gives a colleague's version,
+#     S = X @ X.T; E = torch.exp(S); A = E / E.sum(dim=0); return A.T @ X, A
+# with four bugs: X.T on a batch, no maximum subtracted, weights
+# normalised over the columns (dim=0), and Y = A^T X. The last two cancel
+# in Y (the scores are symmetric), so the notes' example passes.
 
 
 def _simple_cases_visible():
     return [
         Case("the notes' X = [[1,0],[0,1],[1,1]]", (NOTES_X.clone(),)),
         Case("4 random tokens of 3 features", (randn(4, 3, seed=31),)),
+        Case("a (2, 4, 3) batch", (randn(2, 4, 3, seed=35),)),
     ]
 
 
+def _row_weights(X):
+    return ref.attention_coefficients(X)
+
+
 def _simple_transposed(X):
-    A = ref.attention_coefficients(X)
+    A = _row_weights(X)
     return A.transpose(-2, -1) @ X, A
+
+
+def _simple_columns_returned(X):
+    # bugs 3 and 4 both left in: Y is right, the weights are A^T
+    A = _row_weights(X)
+    return A @ X, A.transpose(-2, -1)
+
+
+def _simple_no_max(X):
+    E = torch.exp(X @ X.transpose(-2, -1))
+    A = E / E.sum(dim=-1, keepdim=True)
+    return A @ X, A
 
 
 def _simple_returns_scores(X):
@@ -170,10 +192,25 @@ SIMPLE_SELF_ATTENTION = Exercise(
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
+            "weights normalised over the columns",
+            "the columns of your A sum to 1, not its rows: E.sum(dim=0) "
+            "normalises over the queries (and over the batch axis of a "
+            "batch). Normalise each row, the last axis, and compute "
+            "Y = A X. If your Y is right nonetheless, you compute A^T X "
+            "with column weights: that equals A X only because X X^T is "
+            "symmetric, which is why the notes' example passed.",
+            _simple_columns_returned),
+        Misconception(
             "weights transposed (Y = A^T X)",
             "y_n = sum_m A[n, m] x_m, which is A @ X with A's rows as "
             "queries.",
             _simple_transposed),
+        Misconception(
+            "no maximum subtracted",
+            "exp of a score above about 88.7 is inf in float32 and "
+            "inf/inf is NaN: subtract each row's maximum first (or call "
+            "a stable softmax).",
+            _simple_no_max),
         Misconception(
             "raw dot products returned as the weights",
             "return the softmax-normalised weights A, not the scores.",

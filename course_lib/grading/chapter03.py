@@ -8,6 +8,7 @@ import torch
 
 from course_lib import attention as ref_attention
 from course_lib import multihead as ref
+from course_lib.grading.chapter02 import SDPA_ATEN, SDPA_TORCH
 from course_lib.grading.common import (
     F32,
     TORCH_ATTENTION,
@@ -283,5 +284,90 @@ MULTI_HEAD_ATTENTION_FN = Exercise(
     properties=(rows_sum_to_one(1), _each_head_masked(6)),
 )
 
+# ------------------------------------------ grouped-query attention
+
+
+def _gqa_with(X, W_q, W_k, W_v, W_o, n_heads, n_groups, mask=None, *,
+              tiled=False, scale_by_D=False, no_head_axis=False):
+    """Grouped-query attention with one mistake switched on."""
+    *batch, N, D = X.shape
+    d_head = D // n_heads
+    Q = ref.split_heads(X @ W_q, n_heads)  # (..., H, N, d_head)
+    K = ref.split_heads(X @ W_k, n_groups)  # (..., G, N, d_head)
+    V = ref.split_heads(X @ W_v, n_groups)
+    if tiled:  # head h reads group h % G
+        reps = (1,) * (K.dim() - 3) + (n_heads // n_groups, 1, 1)
+        K, V = K.repeat(reps), V.repeat(reps)
+    else:  # head h reads group h // (H / G)
+        K = K.repeat_interleave(n_heads // n_groups, dim=-3)
+        V = V.repeat_interleave(n_heads // n_groups, dim=-3)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(D if scale_by_D else d_head)
+    if mask is not None:
+        S = S.masked_fill(~(mask if no_head_axis else mask.unsqueeze(-3)),
+                          float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return ref.merge_heads(A @ V) @ W_o, A
+
+
+def _gqa_wrong(**mistake):
+    return lambda *args: _gqa_with(*args, **mistake)
+
+
+def _gqa_cases(specs, seed):
+    """Cases ``(X, W_q, W_k, W_v, W_o, n_heads, n_groups[, mask])``;
+    ``mask`` is None, "causal" or "per sequence"."""
+    cases = []
+    for i, (label, shape, D, H, G, dtype, mask) in enumerate(specs):
+        X = randn(*shape, D, seed=seed + i, dtype=dtype)
+        d_kv = G * (D // H)
+        sizes = [(D, D), (D, d_kv), (D, d_kv), (D, D)]
+        Ws = [randn(*size, seed=seed + 10 * i + k + 100, dtype=dtype,
+                    scale=D ** -0.5) for k, size in enumerate(sizes)]
+        args = [X, *Ws, H, G]
+        N = shape[-1]
+        if mask == "causal":
+            args.append(ref_attention.causal_mask(N))
+        elif mask == "per sequence":
+            args.append(random_mask(*shape[:-1], N, N, seed=seed + 50 + i))
+        cases.append(Case(label, tuple(args)))
+    return cases
+
+
+GROUPED_QUERY_ATTENTION = Exercise(
+    name="grouped_query_attention",
+    reference=ref.grouped_query_attention,
+    visible=lambda: _gqa_cases([
+        ("2 sequences of 5 tokens, D = 8, 4 heads, 2 groups", (2, 5), 8,
+         4, 2, F32, None),
+        ("one group (multi-query), a causal mask", (2, 4), 6, 3, 1, F32,
+         "causal"),
+    ], seed=150),
+    outputs=("output", "weights"),
+    misconceptions=(
+        Misconception(
+            "key/value heads dealt out in turn (head h reads group h % G)",
+            "the query heads form G groups of H / G consecutive heads: "
+            "heads 0 to H/G - 1 read group 0, and so on. Repeating the "
+            "whole stack of G heads puts group 1 next to head 1 instead.",
+            _gqa_wrong(tiled=True)),
+        Misconception(
+            "scaled by sqrt(D) instead of sqrt(d_head)",
+            "each head's scores are divided by sqrt(d_head), "
+            "d_head = D / H, as in multi-head attention.",
+            _gqa_wrong(scale_by_D=True)),
+        Misconception(
+            "the mask has no head axis",
+            "a mask (B, N, N) lines its B axis up with the head axis of "
+            "the scores (B, H, N, N): give it a head axis first.",
+            _gqa_wrong(no_head_axis=True)),
+    ),
+    forbidden_torch=TORCH_ATTENTION | SDPA_TORCH,
+    forbidden_aten=SDPA_ATEN,
+    forbidden_reference=(ref.grouped_query_attention,),
+    shortcut_advice=("Build it from the projections: the point is how the "
+                     "query heads share the key and value heads."),
+    properties=(rows_sum_to_one(1), _each_head_masked(7)),
+)
+
 EXERCISES = (SPLIT_HEADS, MERGE_HEADS, MULTI_HEAD_ATTENTION,
-             MULTI_HEAD_ATTENTION_FN)
+             MULTI_HEAD_ATTENTION_FN, GROUPED_QUERY_ATTENTION)

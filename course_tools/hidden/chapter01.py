@@ -51,6 +51,10 @@ def _simple_cases_hidden():
         Case("a (3, 2, 6, 3) input (two batch dimensions)",
              (randn(3, 2, 6, 3, seed=33),)),
         Case("tokens with large norms", (randn(5, 6, seed=34, scale=8.0),)),
+        Case("a (3, 3, 3) batch (B = N = D, where X.T raises no error)",
+             (randn(3, 3, 3, seed=36),)),
+        Case("a batch of long tokens in float32",
+             (randn(2, 4, 5, seed=37, scale=6.0),)),
     ]
 
 

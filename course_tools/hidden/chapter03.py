@@ -7,7 +7,7 @@ process."""
 import torch
 
 from course_lib import multihead as ref
-from course_lib.grading.chapter03 import _fn_cases
+from course_lib.grading.chapter03 import _fn_cases, _gqa_cases
 from course_lib.grading.common import (
     F32,
     F64,
@@ -56,4 +56,17 @@ HIDDEN = {
         ("two batch axes, no mask", (2, 3, 4), 6, 3, F32, None),
         ("one head, a causal mask", (2, 5), 4, 1, F32, "causal"),
     ], seed=140),
+    "grouped_query_attention": lambda: _gqa_cases([
+        ("8 heads in 2 groups, a causal mask, float64", (2, 6), 16, 8, 2,
+         F64, "causal"),
+        ("per-sequence masks, B = H = 4, 2 groups, float64", (4, 5), 8, 4,
+         2, F64, "per sequence"),
+        ("6 heads in 3 groups, two batch axes", (2, 3, 4), 12, 6, 3, F32,
+         None),
+        ("a single sequence (N, D), 4 heads, 1 group", (5,), 8, 4, 1, F32,
+         None),
+        ("G = H = 2: multi-head attention", (2, 5), 8, 2, 2, F32,
+         "causal"),
+        ("12 heads in 4 groups, float64", (1, 7), 24, 12, 4, F64, None),
+    ], seed=160),
 }

@@ -14,6 +14,7 @@ CHAPTER_OF = {
     "merge_heads": "03_multi_head_attention",
     "MultiHeadAttention": "03_multi_head_attention",
     "multi_head_attention": "03_multi_head_attention",
+    "grouped_query_attention": "03_multi_head_attention",
 }
 
 # Chapter 3's broken functional attention, with its four bugs marked: the
@@ -86,6 +87,23 @@ def attention_coefficients(X):
 def simple_self_attention(X):
     A = torch.softmax(torch.einsum("...nd,...md->...nm", X, X), dim=-1)
     return torch.einsum("...nm,...md->...nd", A, X), A
+'''),
+        ("the colleague's function repaired line by line", '''
+def simple_self_attention(X):
+    S = X @ X.mT
+    E = torch.exp(S - S.amax(dim=-1, keepdim=True))
+    A = E / E.sum(dim=-1, keepdim=True)
+    return A @ X, A
+'''),
+        ("a Python loop over the rows of a flattened batch", '''
+def simple_self_attention(X):
+    *batch, N, D = X.shape
+    flat = X.reshape(-1, N, D)
+    A = torch.empty(flat.shape[0], N, N, dtype=X.dtype)
+    for b in range(flat.shape[0]):
+        for n in range(N):
+            A[b, n] = torch.softmax(flat[b] @ flat[b, n], dim=-1)
+    return (A @ flat).reshape(X.shape), A.reshape(*batch, N, N)
 '''),
     ],
     "length_for_self_weight": [
@@ -276,6 +294,65 @@ def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
         weights.append(A)
     return torch.cat(heads, dim=-1) @ W_o, torch.stack(weights, dim=-3)
 '''),
+    ],    "grouped_query_attention": [
+        ("repeat_interleave over the head axis", '''
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    *batch, N, D = X.shape
+    d = D // n_heads
+
+    def split(T, h):
+        return T.reshape(*batch, N, h, d).transpose(-3, -2)
+
+    Q = split(X @ W_q, n_heads)
+    K = split(X @ W_k, n_groups).repeat_interleave(n_heads // n_groups, -3)
+    V = split(X @ W_v, n_groups).repeat_interleave(n_heads // n_groups, -3)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(d)
+    if mask is not None:
+        S = S.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    Y = (A @ V).transpose(-3, -2).reshape(*batch, N, D) @ W_o
+    return Y, A
+'''),
+        ("a group axis that broadcasts, without copying K and V", '''
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    *batch, N, D = X.shape
+    d, r = D // n_heads, n_heads // n_groups
+    # queries (..., G, r, N, d); keys and values (..., G, 1, N, d)
+    Q = (X @ W_q).unflatten(-1, (n_groups, r, d)).movedim(-4, -2)
+    K = (X @ W_k).unflatten(-1, (n_groups, 1, d)).movedim(-4, -2)
+    V = (X @ W_v).unflatten(-1, (n_groups, 1, d)).movedim(-4, -2)
+    S = torch.einsum("...gqnd,...gkmd->...gqnm", Q, K) / d ** 0.5
+    if mask is not None:
+        S = torch.where(mask[..., None, None, :, :], S, -torch.inf)
+    A = torch.softmax(S, dim=-1)
+    heads = torch.einsum("...gqnm,...gkmd->...gqnd", A, V)
+    # (..., G, r, N, d) -> (..., N, G, r, d) -> (..., N, D)
+    Y = heads.movedim(-2, -4).flatten(-3) @ W_o
+    return Y, A.flatten(-4, -3)
+'''),
+        ("the key and value columns repeated, then a loop over heads", '''
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    D = X.shape[-1]
+    d, r = D // n_heads, n_heads // n_groups
+    W_k = torch.cat([W_k[:, g * d:(g + 1) * d] for g in range(n_groups)
+                     for _ in range(r)], dim=1)
+    W_v = torch.cat([W_v[:, g * d:(g + 1) * d] for g in range(n_groups)
+                     for _ in range(r)], dim=1)
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    heads, weights = [], []
+    for h in range(n_heads):
+        cols = slice(h * d, (h + 1) * d)
+        S = Q[..., cols] @ K[..., cols].transpose(-2, -1) / math.sqrt(d)
+        if mask is not None:
+            S = S.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(S, dim=-1)
+        heads.append(A @ V[..., cols])
+        weights.append(A)
+    return torch.cat(heads, dim=-1) @ W_o, torch.stack(weights, dim=-3)
+'''),
     ],
 }
 
@@ -315,6 +392,24 @@ def attention_coefficients(X):
 def simple_self_attention(X):
     A = torch.softmax(X @ X.transpose(-2, -1), dim=-1)
     return A.transpose(-2, -1) @ X, A
+'''),
+        ("weights normalised over the columns", '''
+def simple_self_attention(X):
+    S = X @ X.transpose(-2, -1)
+    E = torch.exp(S - S.amax(dim=(-2, -1), keepdim=True))
+    A = E / E.sum(dim=-2, keepdim=True)
+    return A.transpose(-2, -1) @ X, A
+'''),
+        ("weights normalised over the columns", '''
+def simple_self_attention(X):
+    A = torch.softmax(X @ X.transpose(-2, -1), dim=-2)
+    return A @ X, A
+'''),
+        ("no maximum subtracted", '''
+def simple_self_attention(X):
+    E = (X @ X.transpose(-2, -1)).exp()
+    A = E / E.sum(-1, keepdim=True)
+    return A @ X, A
 '''),
     ],
     "length_for_self_weight": [
@@ -588,6 +683,65 @@ class MultiHeadAttention(nn.Module):
          _repaired(keep=("scale",))),
         ("the mask has no head axis", _repaired(keep=("mask",))),
         ("softmax over the queries", _repaired(keep=("dim",))),
+    ],    "grouped_query_attention": [
+        ("key/value heads dealt out in turn", '''
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    *batch, N, D = X.shape
+    d = D // n_heads
+
+    def split(T, h):
+        return T.reshape(*batch, N, h, d).transpose(-3, -2)
+
+    Q = split(X @ W_q, n_heads)
+    r = n_heads // n_groups
+    K = torch.cat([split(X @ W_k, n_groups)] * r, dim=-3)
+    V = torch.cat([split(X @ W_v, n_groups)] * r, dim=-3)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(d)
+    if mask is not None:
+        S = S.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    Y = (A @ V).transpose(-3, -2).reshape(*batch, N, D) @ W_o
+    return Y, A
+'''),
+        ("scaled by sqrt(D) instead of sqrt(d_head)", '''
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    *batch, N, D = X.shape
+    d = D // n_heads
+
+    def split(T, h):
+        return T.reshape(*batch, N, h, d).transpose(-3, -2)
+
+    Q = split(X @ W_q, n_heads)
+    K = split(X @ W_k, n_groups).repeat_interleave(n_heads // n_groups, -3)
+    V = split(X @ W_v, n_groups).repeat_interleave(n_heads // n_groups, -3)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(D)
+    if mask is not None:
+        S = S.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    Y = (A @ V).transpose(-3, -2).reshape(*batch, N, D) @ W_o
+    return Y, A
+'''),
+        ("the mask has no head axis", '''
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    *batch, N, D = X.shape
+    d = D // n_heads
+
+    def split(T, h):
+        return T.reshape(*batch, N, h, d).transpose(-3, -2)
+
+    Q = split(X @ W_q, n_heads)
+    K = split(X @ W_k, n_groups).repeat_interleave(n_heads // n_groups, -3)
+    V = split(X @ W_v, n_groups).repeat_interleave(n_heads // n_groups, -3)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(d)
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    Y = (A @ V).transpose(-3, -2).reshape(*batch, N, D) @ W_o
+    return Y, A
+'''),
     ],
 }
 
@@ -600,6 +754,23 @@ from course_lib.multihead import multi_head_attention as _reference
 def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
     return _reference(X, W_q, W_k, W_v, W_o, n_heads, mask)
 ''', "course_lib's multi_head_attention"),
+    ("PyTorch's enable_gqa", "grouped_query_attention", '''
+import torch.nn.functional as _F
+def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
+                            mask=None):
+    d = X.shape[-1] // n_heads
+    Q = (X @ W_q).unflatten(-1, (n_heads, d)).transpose(-3, -2)
+    K = (X @ W_k).unflatten(-1, (n_groups, d)).transpose(-3, -2)
+    V = (X @ W_v).unflatten(-1, (n_groups, d)).transpose(-3, -2)
+    m = None if mask is None else mask.unsqueeze(-3)
+    heads = _F.scaled_dot_product_attention(Q, K, V, attn_mask=m,
+                                            enable_gqa=True)
+    S = Q @ K.repeat_interleave(n_heads // n_groups, -3).transpose(-2, -1)
+    if m is not None:
+        S = S.masked_fill(~m, float("-inf"))
+    A = torch.softmax(S / d ** 0.5, dim=-1)
+    return heads.transpose(-3, -2).flatten(-2) @ W_o, A
+''', "scaled_dot_product_attention"),
     ("torch.softmax under an alias", "softmax", '''
 _sm = torch.softmax
 def softmax(x, dim=-1):
