@@ -25,6 +25,7 @@ __all__ = [
     "attention_flops",
     "attention_memory_bytes",
     "crossover_length",
+    "decoding_flops",
     "fit_power_law",
     "time_call",
     "peak_memory_bytes",
@@ -113,6 +114,32 @@ def crossover_length(d_model, d_ff=0):
     b = one["scores"] + one["weighted_sum"]
     # a N = b N^2  =>  N = a / b
     return a // b if a % b == 0 else a / b
+
+
+def decoding_flops(n_prompt, n_new, d_model):
+    """FLOPs of one attention layer generating ``n_new`` tokens one at a
+    time with a KV cache, after a prompt of ``n_prompt`` tokens whose keys
+    and values are already cached (the prompt's own pass is not counted).
+
+    ``D = d_model``. The new token that makes the sequence ``L`` tokens
+    long projects itself (``Q, K, V`` and ``W_o``: four ``(1, D) @ (D,
+    D)``), appends its key and value to the cache, and attends to all
+    ``L`` cached tokens, itself included (``(1, d_head) @ (d_head, L)``
+    scores and ``(1, L) @ (L, d_head)`` sums in each of the ``H`` heads;
+    ``H d_head = D``, so ``H`` cancels). Returns an int.
+    """
+    if isinstance(n_prompt, bool) or not isinstance(n_prompt, int) or (
+            n_prompt < 0):
+        raise ValueError(f"n_prompt must be an int >= 0, got {n_prompt!r}")
+    require_positive_int(n_new, "n_new")
+    require_positive_int(d_model, "d_model")
+    P, n, D = n_prompt, n_new, d_model
+    # per token: 4 (1, D) @ (D, D) projections          8 D^2
+    projections = n * 4 * _matmul_flops(1, D, D)
+    # scores and weighted sum over L cached tokens       4 L D
+    # summed over L = P + 1, ..., P + n: sum L = n (2P + n + 1) / 2
+    cached = 4 * D * (n * (2 * P + n + 1) // 2)
+    return projections + cached
 
 
 def _positive_1d(values, name):

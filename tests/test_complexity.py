@@ -13,6 +13,7 @@ from course_lib.complexity import (
     attention_flops,
     attention_memory_bytes,
     crossover_length,
+    decoding_flops,
     fit_power_law,
     machine_description,
     peak_memory_bytes,
@@ -84,6 +85,59 @@ def test_crossover_with_a_feed_forward_block(D, d_ff):
               + counter.get_total_flops())
     assert at["scores"] + at["weighted_sum"] == linear
     assert crossover_length(D, 0) == crossover_length(D) == 2 * D
+
+
+def _decode_with_cache(mha, prompt, n_new, generator):
+    """Run ``mha`` token by token with a KV cache (torch ops only): the
+    new token's q, k, v, its key and value appended, attention over the
+    cache, W_o. Returns the outputs ``(n_new, D)``."""
+    H = mha.n_heads
+    D = prompt.shape[-1]
+    d = D // H
+
+    def heads(x):  # (L, D) -> (H, L, d)
+        return x.reshape(-1, H, d).transpose(0, 1)
+
+    K, V = heads(mha.W_k(prompt)), heads(mha.W_v(prompt))
+    outputs = []
+    for _ in range(n_new):
+        x = torch.randn(1, D, generator=generator)
+        q = heads(mha.W_q(x))  # (H, 1, d)
+        K = torch.cat([K, heads(mha.W_k(x))], dim=1)  # (H, L, d)
+        V = torch.cat([V, heads(mha.W_v(x))], dim=1)
+        A = torch.softmax(q @ K.transpose(1, 2) / math.sqrt(d), dim=-1)
+        y = (A @ V).transpose(0, 1).reshape(1, D)  # (1, D)
+        outputs.append(mha.W_o(y))
+    return torch.cat(outputs)
+
+
+@pytest.mark.parametrize("P, n, D, H", [(0, 1, 4, 1), (0, 5, 6, 2),
+                                        (7, 3, 8, 4), (3, 9, 12, 3)])
+def test_decoding_flops_counted_by_torch(P, n, D, H):
+    from course_lib.multihead import MultiHeadAttention
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(d_model=D, n_heads=H)
+    generator = torch.Generator().manual_seed(1)
+    prompt = torch.randn(P, D)
+    with torch.no_grad():
+        prefill = FlopCounterMode(display=False)
+        with prefill:  # the prompt's keys and values: not counted
+            mha.W_k(prompt), mha.W_v(prompt)
+        with FlopCounterMode(display=False) as counter:
+            _decode_with_cache(mha, prompt, n, generator)
+    assert counter.get_total_flops() - prefill.get_total_flops() == (
+        decoding_flops(P, n, D))
+
+
+def test_decoding_flops_sum_of_steps():
+    # one step at length L costs 8 D^2 + 4 L D; the steps add up
+    for P, n, D in [(0, 1, 3), (10, 7, 16), (512, 100, 768)]:
+        steps = sum(8 * D * D + 4 * L * D for L in range(P + 1, P + n + 1))
+        assert decoding_flops(P, n, D) == steps
+    assert isinstance(decoding_flops(5, 5, 8), int)
+    # generating n tokens after n costs more than generating n from scratch
+    assert decoding_flops(100, 100, 64) > decoding_flops(0, 100, 64)
 
 
 def test_attention_memory_bytes():
@@ -200,6 +254,9 @@ def test_machine_description():
         (lambda: crossover_length(-1), "d_model"),
         (lambda: crossover_length(4, -1), "d_ff must be an int >= 0"),
         (lambda: crossover_length(4, 2.0), "d_ff"),
+        (lambda: decoding_flops(-1, 2, 4), "n_prompt must be an int >= 0"),
+        (lambda: decoding_flops(0, 0, 4), "n_new must be a positive int"),
+        (lambda: decoding_flops(0, 2, 4.0), "d_model"),
         (lambda: fit_power_law([1, 2], [1, 2, 3]), "same length"),
         (lambda: fit_power_law([1], [1]), "at least 2 points"),
         (lambda: fit_power_law([3, 3], [1, 2]), "at least 2 distinct"),

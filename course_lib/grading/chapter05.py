@@ -3,8 +3,8 @@ layer on ``N`` tokens of ``D = d_model`` features (``H`` heads of ``d_head
 = D // H``; an ``(a, b) @ (b, c)`` product costs ``2 a b c``), the length at
 which the ``N^2 D`` terms of a layer (attention, and a feed-forward block of
 width ``d_ff`` when ``d_ff > 0``) equal its terms linear in ``N``, the bytes
-of the attention weights ``(H, N, N)`` and a power law fitted in log-log
-space."""
+of the attention weights ``(H, N, N)``, the FLOPs of generating tokens one
+at a time with a KV cache, and a power law fitted in log-log space."""
 
 import numpy as np
 import torch
@@ -199,6 +199,77 @@ ATTENTION_MEMORY_BYTES = Exercise(
 )
 
 
+# ---------------------------------------------------------- decoding
+
+
+def _decoding(*, per_token=8, first=1, whole_sequence=False,
+              weighted=True, prompt_pass=False, no_cache=False):
+    """Decoding FLOPs with one thing changed (defaults: the reference).
+    ``first``: the cache length of the first new token, minus ``P``."""
+    def fn(n_prompt, n_new, d_model):
+        P, n, D = n_prompt, n_new, d_model
+        total = 0
+        for L in range(P + first, P + first + n):
+            if no_cache:  # the whole layer again on L tokens
+                total += 8 * L * D * D + 4 * L * L * D
+                continue
+            proj = per_token * D * D * (L if whole_sequence else 1)
+            total += proj + (4 if weighted else 2) * L * D
+        if prompt_pass:
+            total += 8 * P * D * D + 4 * P * P * D
+        return total
+    return fn
+
+
+DECODING_FLOPS = Exercise(
+    name="decoding_flops",
+    reference=ref.decoding_flops,
+    visible=lambda: [
+        Case("no prompt, one new token, D = 4", (0, 1, 4)),
+        Case("a prompt of 3, 2 new tokens, D = 8", (3, 2, 8)),
+    ],
+    misconceptions=(
+        Misconception(
+            "no KV cache: the whole layer rerun at every step",
+            "the cache keeps the keys and values of every earlier token: "
+            "the new token projects only itself (8 D^2) and attends to "
+            "the L cached tokens (4 L D).",
+            _decoding(no_cache=True)),
+        Misconception(
+            "the projections of every cached token recomputed",
+            "the cached tokens' keys and values are stored, not "
+            "recomputed: per step only the new token is projected, 4 "
+            "products (1, D) @ (D, D), 8 D^2.",
+            _decoding(whole_sequence=True)),
+        Misconception(
+            "the new token does not attend to itself",
+            "the new token's key and value join the cache before it "
+            "attends, so the token that makes the sequence L long "
+            "attends to L tokens, itself included (the causal mask's "
+            "diagonal).",
+            _decoding(first=0)),
+        Misconception(
+            "the output projection is left out",
+            "every new token also goes through W_o: four (1, D) @ (D, "
+            "D) products per step, 8 D^2.",
+            _decoding(per_token=6)),
+        Misconception(
+            "the weighted sum over the cache is left out",
+            "after the scores q K^T (2 L D over all heads) come the "
+            "weighted sum A V, another 2 L D: 4 L D per step.",
+            _decoding(weighted=False)),
+        Misconception(
+            "the prompt's own pass is counted",
+            "the prompt's keys and values are already in the cache: "
+            "count only the n_new generated tokens.",
+            _decoding(prompt_pass=True)),
+    ),
+    forbidden_reference=(ref.decoding_flops,),
+    shortcut_advice=("Count one step at cache length L, then add the "
+                     "steps up."),
+)
+
+
 # ---------------------------------------------------------- power law
 
 
@@ -319,5 +390,5 @@ FIT_POWER_LAW = Exercise(
                      "fit_power_law is not."),
 )
 
-EXERCISES = (ATTENTION_FLOPS, CROSSOVER_LENGTH, ATTENTION_MEMORY_BYTES,
-             FIT_POWER_LAW)
+EXERCISES = (ATTENTION_FLOPS, CROSSOVER_LENGTH, DECODING_FLOPS,
+             ATTENTION_MEMORY_BYTES, FIT_POWER_LAW)

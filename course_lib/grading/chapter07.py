@@ -73,6 +73,67 @@ PATCHIFY = Exercise(
     shortcut_advice="Write it with reshape and permute.",
 )
 
+# -------------------------------------------------------------- unpatchify
+
+
+def _merge(grid, order):
+    """An unpatchify that reshapes ``(B, N, p*p*C)`` to ``grid`` (a
+    function of ``(B, H/p, W/p, p, C)``), permutes by ``order`` and
+    flattens to ``(B, C, H, W)`` (``order=None``: a plain reshape)."""
+
+    def merge(patches, p, *, height, width):
+        B, N, P = patches.shape
+        C = P // (p * p)
+        x = patches
+        if order is not None:
+            x = x.reshape(grid(B, height // p, width // p, p, C))
+            x = x.permute(*order)
+        return x.reshape(B, C, height, width)
+
+    return merge
+
+
+UNPATCH_MISCONCEPTIONS = (
+    ("a plain reshape instead of undoing the cut",
+     "reshape keeps memory order, and the patches are stored token by "
+     "token: split (B, N, p*p*C) into (B, H/p, W/p, p, p, C) first, "
+     "then move the axes back to (B, C, H/p, p, W/p, p).",
+     _merge(None, None)),
+    ("patchify's permutation applied again, not its inverse",
+     "patchify's permute took (B, C, H/p, p, W/p, p) to (B, H/p, W/p, p, "
+     "p, C); undoing it needs the inverse permutation, which puts axis "
+     "k back where it came from.",
+     _merge(lambda B, h, w, p, C: (B, h, w, p, p, C), (0, 2, 4, 3, 5, 1))),
+    ("channels first assumed inside a patch",
+     "each patch is flattened channels last, in (row, column, channel) "
+     "order: split the features as (p, p, C), not (C, p, p).",
+     _merge(lambda B, h, w, p, C: (B, h, w, C, p, p), (0, 3, 1, 4, 2, 5))),
+    ("patches read in column-major order",
+     "token n is grid row n // (W/p), column n % (W/p): split N as "
+     "(H/p, W/p), rows first.",
+     _merge(lambda B, h, w, p, C: (B, w, h, p, p, C), (0, 5, 2, 3, 1, 4))),
+    ("rows and columns swapped inside a patch",
+     "inside a patch the features run row by row: the first p of them "
+     "(times C) are the patch's top row.",
+     _merge(lambda B, h, w, p, C: (B, h, w, p, p, C), (0, 5, 1, 4, 2, 3))),
+)
+
+
+UNPATCHIFY = Exercise(
+    name="unpatchify",
+    reference=ref.unpatchify,
+    visible=lambda: [
+        Case("the cut of the 4 x 4 image 0..15, p = 2",
+             (ref.patchify(torch.arange(16.0).reshape(1, 1, 4, 4), 2), 2),
+             {"height": 4, "width": 4}),
+        Case("a (2, 4, 12) colour cut, 4 x 4 images, p = 2",
+             (randn(2, 4, 12, seed=710), 2), {"height": 4, "width": 4}),
+    ],
+    misconceptions=tuple(Misconception(*m) for m in UNPATCH_MISCONCEPTIONS),
+    forbidden_reference=(ref.unpatchify,),
+    shortcut_advice="Undo the cut with reshape and permute.",
+)
+
 # --------------------------------------------------------- patch embedding
 
 
@@ -383,5 +444,5 @@ VIT_PARAMETER_COUNT = Exercise(
                      "do not build a model and count its parameters."),
 )
 
-EXERCISES = (PATCHIFY, PATCH_EMBEDDING, VISION_TRANSFORMER,
+EXERCISES = (PATCHIFY, UNPATCHIFY, PATCH_EMBEDDING, VISION_TRANSFORMER,
              VIT_PARAMETER_COUNT)

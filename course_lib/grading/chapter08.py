@@ -435,7 +435,7 @@ FAVOR_PLUS_FEATURES = Exercise(
                "i.e. X @ W.T.", _favor_with, transpose=False),
     ),
     forbidden_reference=(ref.favor_plus_features, ref.favor_plus_attention),
-    shortcut_advice="Write exp(X W^T - |x|^2 / 2) / sqrt(m) yourself.",
+    shortcut_advice="Derive the features and write them yourself.",
 )
 
 

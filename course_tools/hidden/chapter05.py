@@ -60,6 +60,16 @@ HIDDEN = {
         Case("D = 12288, d_ff = 49152 (GPT-3)", (12288, 49152)),
         Case("D = 3, d_ff = 5", (3, 5)),
     ],
+    "decoding_flops": lambda: [
+        Case("GPT-2 small: 512 tokens after a prompt of 512, D = 768",
+             (512, 512, 768)),
+        Case("no prompt, 100 tokens, D = 64", (0, 100, 64)),
+        Case("one token after a long prompt, D = 4096", (32767, 1, 4096)),
+        Case("D = 1, 3 tokens after 2", (2, 3, 1)),
+        Case("an odd sum: 7 tokens after 4, D = 3", (4, 7, 3)),
+        Case("a long generation: 20000 tokens after 100, D = 128",
+             (100, 20_000, 128)),
+    ],
     "attention_memory_bytes": lambda: [
         Case("N = 1", (1,)),
         Case("N = 512, 12 heads, float64", (512, 12, 8)),

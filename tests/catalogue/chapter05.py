@@ -3,6 +3,7 @@
 CHAPTER_OF = {
     "attention_flops": "05_complexity",
     "crossover_length": "05_complexity",
+    "decoding_flops": "05_complexity",
     "attention_memory_bytes": "05_complexity",
     "fit_power_law": "05_complexity",
 }
@@ -96,6 +97,32 @@ def crossover_length(d_model, d_ff=0):
     linear = fc.get_total_flops()
     quadratic = 2 * 2 * D  # QK^T and AV at N = 1
     return linear / quadratic
+'''),
+    ],
+    "decoding_flops": [
+        ("a loop over the steps", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    D = d_model
+    total = 0
+    for step in range(n_new):
+        L = n_prompt + step + 1  # keys in the cache, the new one included
+        total += 4 * 2 * D * D  # q, k, v and W_o for one token
+        total += 2 * 2 * L * D  # q K^T and A V over all heads
+    return total
+'''),
+        ("a closed form (sum of an arithmetic series)", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    P, n, D = n_prompt, n_new, d_model
+    first, last = P + 1, P + n
+    return 8 * n * D**2 + 4 * D * (first + last) * n // 2
+'''),
+        ("the difference of two triangular numbers, with numpy", '''
+import numpy as np
+def decoding_flops(n_prompt, n_new, d_model):
+    def tri(k):
+        return k * (k + 1) // 2
+    L_sum = tri(n_prompt + n_new) - tri(n_prompt)
+    return int(np.int64(8) * n_new * d_model**2 + 4 * d_model * L_sum)
 '''),
     ],
     "attention_memory_bytes": [
@@ -256,6 +283,43 @@ def crossover_length(d_model, d_ff=0):
     return (8 * d_model ** 2 + 4 * d_model * d_ff) / (2 * d_model)
 '''),
     ],
+    "decoding_flops": [
+        ("no KV cache: the whole layer rerun at every step", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    D = d_model
+    return sum(8 * L * D * D + 4 * L * L * D
+               for L in range(n_prompt + 1, n_prompt + n_new + 1))
+'''),
+        ("the new token does not attend to itself", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    D = d_model
+    return sum(8 * D * D + 4 * L * D
+               for L in range(n_prompt, n_prompt + n_new))
+'''),
+        ("the output projection is left out", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    P, n, D = n_prompt, n_new, d_model
+    return 6 * n * D * D + 2 * D * n * (2 * P + n + 1)
+'''),
+        ("the weighted sum over the cache is left out", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    D = d_model
+    return sum(8 * D * D + 2 * L * D
+               for L in range(n_prompt + 1, n_prompt + n_new + 1))
+'''),
+        ("the projections of every cached token recomputed", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    D = d_model
+    return sum(8 * L * D * D + 4 * L * D
+               for L in range(n_prompt + 1, n_prompt + n_new + 1))
+'''),
+        ("the prompt's own pass is counted", '''
+def decoding_flops(n_prompt, n_new, d_model):
+    P, n, D = n_prompt, n_new, d_model
+    prompt = 8 * P * D * D + 4 * P * P * D
+    return prompt + 8 * n * D * D + 2 * D * n * (2 * P + n + 1)
+'''),
+    ],
     "attention_memory_bytes": [
         ("bytes per element ignored (4 assumed)", '''
 def attention_memory_bytes(n_tokens, n_heads=1, bytes_per_element=4):
@@ -335,6 +399,11 @@ from course_lib.complexity import crossover_length as _ref
 def crossover_length(d_model, d_ff=0):
     return _ref(d_model, d_ff)
 ''', "course_lib's crossover_length"),
+    ("the course_lib reference", "decoding_flops", '''
+from course_lib import complexity as _c
+def decoding_flops(n_prompt, n_new, d_model):
+    return _c.decoding_flops(n_prompt, n_new, d_model)
+''', "course_lib's decoding_flops"),
     ("the course_lib reference", "attention_memory_bytes", '''
 import course_lib.complexity
 def attention_memory_bytes(n_tokens, n_heads=1, bytes_per_element=4):

@@ -3,6 +3,7 @@
 
 CHAPTER_OF = {
     "patchify": "07_vision_transformer",
+    "unpatchify": "07_vision_transformer",
     "PatchEmbedding": "07_vision_transformer",
     "VisionTransformer": "07_vision_transformer",
     "vit_parameter_count": "07_vision_transformer",
@@ -99,6 +100,38 @@ def patchify(images, patch_size):
     B, C = images.shape[:2]
     x = images.unfold(2, p, p).unfold(3, p, p)  # (B, C, H/p, W/p, p, p)
     return x.permute(0, 2, 3, 4, 5, 1).reshape(B, -1, p * p * C)
+'''),
+    ],
+    "unpatchify": [
+        ("reshape, the inverse permute, reshape", '''
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    p = patch_size
+    C = P // (p * p)
+    x = patches.reshape(B, height // p, width // p, p, p, C)
+    return x.permute(0, 5, 1, 3, 2, 4).reshape(B, C, height, width)
+'''),
+        ("F.fold after moving the channels first", '''
+import torch.nn.functional as F
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    p = patch_size
+    C = P // (p * p)
+    cols = patches.reshape(B, N, p, p, C).permute(0, 4, 2, 3, 1)
+    cols = cols.reshape(B, C * p * p, N)
+    return F.fold(cols, (height, width), kernel_size=p, stride=p)
+'''),
+        ("a loop pasting each patch into an empty image", '''
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    p = patch_size
+    C = P // (p * p)
+    images = patches.new_zeros(B, C, height, width)
+    for n in range(N):
+        i, j = divmod(n, width // p)
+        square = patches[:, n].reshape(B, p, p, C).permute(0, 3, 1, 2)
+        images[:, :, i * p:(i + 1) * p, j * p:(j + 1) * p] = square
+    return images
 '''),
     ],
     "PatchEmbedding": [
@@ -224,6 +257,42 @@ def patchify(images, patch_size):
     return x.permute(0, 2, 3, 5, 4, 1).reshape(B, -1, p * p * C)
 '''),
     ],
+    "unpatchify": [
+        ("a plain reshape instead of undoing the cut", '''
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    return patches.reshape(B, -1, height, width)
+'''),
+        ("patchify's permutation applied again, not its inverse", '''
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    p = patch_size
+    x = patches.reshape(B, height // p, width // p, p, p, P // (p * p))
+    return x.permute(0, 2, 4, 3, 5, 1).reshape(B, -1, height, width)
+'''),
+        ("channels first assumed inside a patch", '''
+import torch.nn.functional as F
+def unpatchify(patches, patch_size, *, height, width):
+    return F.fold(patches.transpose(1, 2), (height, width),
+                  kernel_size=patch_size, stride=patch_size)
+'''),
+        ("patches read in column-major order", '''
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    p = patch_size
+    C = P // (p * p)
+    x = patches.reshape(B, width // p, height // p, p, p, C)
+    return x.permute(0, 5, 2, 3, 1, 4).reshape(B, C, height, width)
+'''),
+        ("rows and columns swapped inside a patch", '''
+def unpatchify(patches, patch_size, *, height, width):
+    B, N, P = patches.shape
+    p = patch_size
+    C = P // (p * p)
+    x = patches.reshape(B, height // p, width // p, p, p, C)
+    return x.permute(0, 5, 1, 4, 2, 3).reshape(B, C, height, width)
+'''),
+    ],
     "PatchEmbedding": [
         ("the class token last", _EMBEDDING % (
             _ROW_MAJOR, "return torch.cat([tokens, cls], dim=1) + "
@@ -313,6 +382,12 @@ WRONG["vit_parameter_count"] = [
 # (label, exercise, source, what the message must say)
 
 CHEATS = [
+    ("course_lib's unpatchify", "unpatchify", '''
+import course_lib.vit
+def unpatchify(patches, patch_size, *, height, width):
+    return course_lib.vit.unpatchify(patches, patch_size, height=height,
+                                     width=width)
+''', "course_lib's unpatchify"),
     ("course_lib's patchify under an alias", "patchify", '''
 from course_lib import vit as _vit
 _cut = _vit.patchify
