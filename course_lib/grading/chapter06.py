@@ -276,7 +276,8 @@ def _rotary(Z, base=10000.0, *, transpose=False, halves=False, start=0,
         a, b = z[..., : d // 2], z[..., d // 2:]
     else:
         a, b = z[..., 0::2], z[..., 1::2]
-    first, second = a * cos + b * sin, b * cos - a * sin
+    # RoFormer: [[cos, -sin], [sin, cos]] (a, b)^T, turned by +n omega
+    first, second = a * cos - b * sin, a * sin + b * cos
     if halves:
         out = torch.cat([first, second], dim=-1)
     else:
@@ -362,10 +363,12 @@ APPLY_ROTARY = Exercise(
     visible=_rotary_visible,
     misconceptions=(
         Misconception(
-            "the rotation is transposed (it turns row n by -n)",
-            "row n is multiplied by M_n on the right, z_n M_n: the new "
-            "pair is [a, b] @ [[cos, -sin], [sin, cos]], so the first "
-            "entry gains + b sin and the second loses a sin.",
+            "the rotation is transposed (it turns row n by -n omega)",
+            "RoFormer turns pair i of position n by +n omega_i: written as "
+            "a column, (a, b)^T becomes [[cos, -sin], [sin, cos]] (a, b)^T. "
+            "A row is multiplied by the transpose of that block, M_n^T = "
+            "M_{-n}, not by the shift matrix M_n itself; check on one pair "
+            "at angle 90 degrees: (1, 0) must become (0, 1).",
             _rotary_variant(transpose=True)),
         Misconception(
             "pairs i and i + d/2 rotated together (rotate-half layout)",
@@ -405,9 +408,9 @@ APPLY_ROTARY = Exercise(
             _rotary_added),
         Misconception(
             "the sinusoidal encoding multiplied entry by entry",
-            "z * PE[n] scales each entry by one sine or cosine; the "
-            "rotation mixes the two entries of a pair: [a cos + b sin, "
-            "b cos - a sin].",
+            "z * PE[n] scales each entry by one sine or cosine; a "
+            "rotation mixes the two entries of a pair, each new entry "
+            "takes something from both.",
             _rotary_multiplied),
     ),
     forbidden_reference=(ref.apply_rotary, ref.relative_position_matrix),

@@ -65,17 +65,18 @@ def relative_position_matrix(offset, d_model, base=10000.0):
 '''),
     ],
     "apply_rotary": [
-        ("complex numbers: each pair b + i a turned by e^(i n omega)", '''
+        ("complex numbers: each pair a + i b turned by e^(i n omega)", '''
 def apply_rotary(Z, base=10000.0):
     N, d = Z.shape[-2:]
     omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     turn = torch.polar(torch.ones_like(angle), angle)
-    z = torch.complex(Z[..., 1::2].double(), Z[..., 0::2].double()) * turn
-    out = torch.stack([z.imag, z.real], dim=-1).flatten(-2)
+    z = torch.complex(Z[..., 0::2].double(), Z[..., 1::2].double()) * turn
+    out = torch.stack([z.real, z.imag], dim=-1).flatten(-2)
     return out.to(Z.dtype)
 '''),
-        ("one block-diagonal matrix per position (slow but right)", '''
+        ("one block-diagonal matrix per position, columns (slow but right)",
+         '''
 def apply_rotary(Z, base=10000.0):
     N, d = Z.shape[-2], Z.shape[-1]
     rows = []
@@ -86,8 +87,8 @@ def apply_rotary(Z, base=10000.0):
             blocks.append(torch.tensor([[math.cos(a), -math.sin(a)],
                                         [math.sin(a), math.cos(a)]],
                                        dtype=torch.float64))
-        M = torch.block_diag(*blocks).to(Z.dtype)
-        rows.append(Z[..., n, :] @ M)
+        R = torch.block_diag(*blocks).to(Z.dtype)  # acts on columns
+        rows.append((R @ Z[..., n, :, None])[..., 0])
     return torch.stack(rows, dim=-2)
 '''),
         ("sines and cosines read off an encoding, float32 throughout", '''
@@ -98,8 +99,8 @@ def apply_rotary(Z, base=10000.0):
                       * (-math.log(base) / d))
     sin, cos = torch.sin(pos * omega), torch.cos(pos * omega)
     out = torch.empty_like(Z)
-    out[..., 0::2] = Z[..., 0::2] * cos + Z[..., 1::2] * sin
-    out[..., 1::2] = Z[..., 1::2] * cos - Z[..., 0::2] * sin
+    out[..., 0::2] = Z[..., 0::2] * cos - Z[..., 1::2] * sin
+    out[..., 1::2] = Z[..., 1::2] * cos + Z[..., 0::2] * sin
     return out
 '''),
     ],
@@ -272,7 +273,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos - b * sin, b * cos + a * sin],
+    return torch.stack([a * cos + b * sin, b * cos - a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("pairs i and i + d/2 rotated together", '''
@@ -282,7 +283,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., : d // 2], Z[..., d // 2:]
-    return torch.cat([a * cos + b * sin, b * cos - a * sin], dim=-1)
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 '''),
         ("positions counted from 1", '''
 def apply_rotary(Z, base=10000.0):
@@ -291,7 +292,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(1, N + 1, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("exponent uses the dimension index instead of the pair index", '''
@@ -302,7 +303,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("exponent i/d instead of 2i/d", '''
@@ -312,7 +313,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("the base is ignored (always 10000)", '''
@@ -323,8 +324,8 @@ def apply_rotary(Z, base=10000.0):
         for i in range(d // 2):
             t = n / 10000.0 ** (2 * i / d)
             a, b = Z[..., n, 2 * i], Z[..., n, 2 * i + 1]
-            out[..., n, 2 * i] = a * math.cos(t) + b * math.sin(t)
-            out[..., n, 2 * i + 1] = b * math.cos(t) - a * math.sin(t)
+            out[..., n, 2 * i] = a * math.cos(t) - b * math.sin(t)
+            out[..., n, 2 * i + 1] = b * math.cos(t) + a * math.sin(t)
     return out
 '''),
         ("the sinusoidal encoding added instead of a rotation", '''
@@ -353,8 +354,8 @@ def apply_rotary(Z, base=10000.0):
     c, s = torch.cos(angle).to(Z.dtype), torch.sin(angle).to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
     out = torch.empty_like(Z)
-    out[..., 0::2] = a * c + b * s
-    out[..., 1::2] = b * c - a * s
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = b * c + a * s
     return out
 '''),
         ("expected dtype torch.float64", '''
@@ -366,8 +367,8 @@ def apply_rotary(Z, base=10000.0):
     c, s = torch.cos(pos * w), torch.sin(pos * w)
     a, b = Z[..., 0::2], Z[..., 1::2]
     out = torch.empty_like(Z)
-    out[..., 0::2] = a * c + b * s
-    out[..., 1::2] = b * c - a * s
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = b * c + a * s
     return out
 '''),
     ],
@@ -400,7 +401,8 @@ def apply_rotary(Z, base=10000.0):
 from course_lib.positional import relative_position_matrix as _M
 def apply_rotary(Z, base=10000.0):
     N, d = Z.shape[-2], Z.shape[-1]
-    rows = [Z[..., n, :] @ _M(n, d, base, dtype=Z.dtype) for n in range(N)]
+    rows = [Z[..., n, :] @ _M(-n, d, base, dtype=Z.dtype)
+            for n in range(N)]
     return torch.stack(rows, dim=-2)
 ''', "course_lib's relative_position_matrix"),
 ]
