@@ -37,6 +37,7 @@ CHAPTER_OF = {
     "attention_memory_bytes": "chapter05", "fit_power_law": "chapter05",
     "sinusoidal_encoding": "chapter06",
     "relative_position_matrix": "chapter06", "apply_rotary": "chapter06",
+    "RotaryAttention": "chapter06",
     "patchify": "chapter07", "PatchEmbedding": "chapter07",
     "VisionTransformer": "chapter07", "vit_parameter_count": "chapter07",
     "elu_feature_map": "chapter08", "linear_attention": "chapter08",
