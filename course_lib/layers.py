@@ -174,6 +174,11 @@ class TransformerLayer(nn.Module):
     (2017): to the attention weights, and to each sublayer's output before
     it is added to the residual stream. ``nn.TransformerEncoderLayer``
     also drops inside the feed-forward network; this layer does not.
+
+    The sublayers are called through their ``forward``
+    (``attention(X, mask)`` returns ``(output, weights)``), so an
+    ``attention`` replaced by a subclass that overrides ``forward`` (such
+    as :class:`~course_lib.positional.RotaryAttention`) is what runs.
     """
 
     def __init__(self, *, d_model, n_heads, d_ff, norm_first=False,
@@ -299,7 +304,7 @@ class TransformerEncoder(nn.Module):
     ``X (..., N, d_model)`` to ``(..., N, d_model)``; with
     ``return_attention=True`` it returns ``(Y, [A_1, ..., A_L])``, one
     ``(..., H, N, N)`` tensor of weights per layer. ``dropout`` is passed
-    to every layer.
+    to every layer, each called through its ``forward``.
     """
 
     def __init__(self, *, n_layers, d_model, n_heads, d_ff, norm_first=False,
