@@ -16,7 +16,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_lib._validate import (
-    require_head_mask,
     require_positive_int,
     require_probability,
     require_same_dtype,
@@ -175,6 +174,11 @@ class TransformerLayer(nn.Module):
     (2017): to the attention weights, and to each sublayer's output before
     it is added to the residual stream. ``nn.TransformerEncoderLayer``
     also drops inside the feed-forward network; this layer does not.
+
+    The sublayers are called through their ``forward``
+    (``attention(X, mask)`` returns ``(output, weights)``), so an
+    ``attention`` replaced by a subclass that overrides ``forward`` (such
+    as :class:`~course_lib.positional.RotaryAttention`) is what runs.
     """
 
     def __init__(self, *, d_model, n_heads, d_ff, norm_first=False,
@@ -197,30 +201,26 @@ class TransformerLayer(nn.Module):
         return X
 
     def forward(self, X, mask=None, *, return_attention=False):
-        mask = _checked_input(X, mask, d_model=self.d_model,
-                              n_heads=self.n_heads, like=self.norm1.weight)
-        Y, A = self._forward(X, mask)
-        return (Y, A) if return_attention else Y
-
-    def _forward(self, X, mask):
-        """``(Y, A)`` for checked inputs; ``mask`` has a head axis."""
-        attend = self.attention._attend  # the inputs are checked
+        _check_tokens(X, d_model=self.d_model, like=self.norm1.weight)
+        # the sublayers are called through their public forward, so that
+        # a subclass of MultiHeadAttention that overrides forward is what
+        # runs; the attention checks the mask
         if self.norm_first:
             X_norm = self.norm1(X)  # LN_1(X)                   (..., N, D)
             # MHA(LN_1(X)) and its weights A   (..., N, D), (..., H, N, N)
-            attended, A = attend(X_norm, X_norm, mask)
+            attended, A = self.attention(X_norm, mask)
             # Z = X + Dropout(MHA(LN_1(X)))             (..., N, D)
             Z = X + self._drop(attended)
             # Y = Z + Dropout(FFN(LN_2(Z)))             (..., N, D)
             Y = Z + self._drop(self.feed_forward(self.norm2(Z)))
         else:
             # MHA(X) and its weights A         (..., N, D), (..., H, N, N)
-            attended, A = attend(X, X, mask)
+            attended, A = self.attention(X, mask)
             # Z = LN_1(X + Dropout(MHA(X)))             (..., N, D)
             Z = self.norm1(X + self._drop(attended))
             # Y = LN_2(Z + Dropout(FFN(Z)))             (..., N, D)
             Y = self.norm2(Z + self._drop(self.feed_forward(Z)))
-        return Y, A
+        return (Y, A) if return_attention else Y
 
     @classmethod
     def from_torch(cls, layer):
@@ -288,15 +288,11 @@ class TransformerLayer(nn.Module):
         return copy.train(layer.training)
 
 
-def _checked_input(X, mask, *, d_model, n_heads, like):
-    """Check a layer's input ``X (..., N, d_model)`` and ``mask``; return
-    the mask with a head axis (``(..., 1 or H, N, N)``) or None."""
+def _check_tokens(X, *, d_model, like):
+    """Check a layer's input ``X (..., N, d_model)`` and its dtype (cheap:
+    shapes and dtypes only, never the values)."""
     require_tokens(X, "X", d_model)
     require_same_dtype(X=X, parameters=like)
-    if mask is None:
-        return None
-    N = X.shape[-2]
-    return require_head_mask(mask, n_heads, N, N, X.shape[:-2])
 
 
 class TransformerEncoder(nn.Module):
@@ -308,7 +304,7 @@ class TransformerEncoder(nn.Module):
     ``X (..., N, d_model)`` to ``(..., N, d_model)``; with
     ``return_attention=True`` it returns ``(Y, [A_1, ..., A_L])``, one
     ``(..., H, N, N)`` tensor of weights per layer. ``dropout`` is passed
-    to every layer.
+    to every layer, each called through its ``forward``.
     """
 
     def __init__(self, *, n_layers, d_model, n_heads, d_ff, norm_first=False,
@@ -332,14 +328,11 @@ class TransformerEncoder(nn.Module):
         self.norm_first = bool(norm_first)
 
     def forward(self, X, mask=None, *, return_attention=False):
-        first = self.layers[0]
-        # checked once for every layer; the mask gets a head axis
-        mask = _checked_input(X, mask, d_model=self.d_model,
-                              n_heads=first.n_heads, like=first.norm1.weight)
         weights = []
         for layer in self.layers:
-            # X_l = Layer_l(X_{l-1})                    (..., N, d_model)
-            X, A = layer._forward(X, mask)
+            # X_l = Layer_l(X_{l-1}), through the layer's forward (a
+            # subclass's override runs; each checks its own input)
+            X, A = layer(X, mask, return_attention=True)  # (..., N, D)
             weights.append(A)
         # Y = LN(X_L) for pre-LN, Y = X_L for post-LN   (..., N, d_model)
         Y = self.norm(X)

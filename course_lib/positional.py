@@ -1,6 +1,7 @@
 """Positional encodings: the fixed sinusoids of "Attention Is All You Need",
 the rotation that shifts them by an offset, rotary position embeddings
-(queries and keys turned by that rotation) and a learned embedding.
+(queries and keys turned by that rotation, and the attention module that
+turns them) and a learned embedding.
 
 Conventions (shared by every module of ``course_lib``): tokens are rows,
 ``X`` is ``(..., N, D)`` with any number of leading batch dimensions and
@@ -13,18 +14,25 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from course_lib._validate import (
     FLOAT_DTYPES,
+    batch_shape,
+    require_head_mask,
     require_positive_int,
     require_same_dtype,
     require_tensor,
+    require_tokens,
 )
+from course_lib.attention import scaled_dot_product_attention
+from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
 __all__ = [
     "sinusoidal_encoding",
     "relative_position_matrix",
     "apply_rotary",
+    "RotaryAttention",
     "LearnedPositionalEmbedding",
 ]
 
@@ -101,13 +109,18 @@ def relative_position_matrix(offset, d_model, base=10000.0, *,
 
 
 def apply_rotary(Z, base=10000.0):
-    """Rotary position embedding (RoPE): row ``n`` of ``Z`` times ``M_n``.
+    """Rotary position embedding (RoPE, Su et al., RoFormer, eq. 34): pair
+    ``i`` of row ``n`` turned by ``+n omega_i``.
 
     ``Z`` is ``(..., N, d)``, the queries or keys of one head (``d =
-    d_head``, even); ``M_n`` is :func:`relative_position_matrix` ``(n, d,
-    base)``, applied pair by pair without being built. Returns ``(..., N,
-    d)`` in ``Z``'s dtype. Since ``M_n M_m^T = M_{n - m}``, the score of
-    rotated ``q_n`` and ``k_m`` is ``q_n M_{n - m} k_m^T``.
+    d_head``, even); pair ``i`` is features ``2i, 2i + 1``, as a column
+    ``(z_2i, z_2i+1)^T`` it is multiplied by ``[[cos n omega_i, -sin n
+    omega_i], [sin n omega_i, cos n omega_i]]``, as LLaMA does. In the
+    row convention of this module that is row ``n`` times ``M_n^T =
+    M_{-n}`` (:func:`relative_position_matrix`), applied pair by pair
+    without being built. Returns ``(..., N, d)`` in ``Z``'s dtype. The
+    score of rotated ``q_n`` and ``k_m`` is ``q_n M_{m - n} k_m^T``: it
+    depends on the offset only.
     """
     require_tensor(Z, "Z", min_dim=2)
     *_, N, d = Z.shape
@@ -117,9 +130,59 @@ def apply_rotary(Z, base=10000.0):
     angle = n[:, None] * _frequencies(d, base)[None, :]
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]  # (..., N, d / 2) each
-    # [a, b] @ [[cos, -sin], [sin, cos]] = [a cos + b sin, b cos - a sin]
-    pairs = torch.stack([a * cos + b * sin, b * cos - a * sin], dim=-1)
+    # [[cos, -sin], [sin, cos]] [a, b]^T = [a cos - b sin, a sin + b cos]
+    pairs = torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1)
     return pairs.flatten(-2)  # (..., N, d): pairs interleaved again
+
+
+class RotaryAttention(MultiHeadAttention):
+    """Multi-head attention with rotary position embeddings: the queries
+    and keys of every head go through :func:`apply_rotary` before the
+    scores (positions ``0 .. N - 1`` along the token axis); the values are
+    not rotated.
+
+    Same constructor, parameters and ``forward(X, mask=None, *,
+    context=None, return_attention=True)`` as :class:`MultiHeadAttention`
+    (``X (..., N, d_model)`` to ``Y (..., N, d_model)`` and ``A (..., H,
+    N, N_k)``), with an even ``d_head``; with ``context (..., N_k,
+    d_model)`` the keys are at positions ``0 .. N_k - 1``. It overrides
+    ``forward``, so a :class:`~course_lib.layers.TransformerLayer` whose
+    ``attention`` is one runs it.
+    """
+
+    def __init__(self, *, d_model, n_heads, bias=True, dropout=0.0):
+        super().__init__(d_model=d_model, n_heads=n_heads, bias=bias,
+                         dropout=dropout)
+        if self.d_head % 2:
+            raise ValueError(
+                "rotary attention turns pairs of features: d_head = "
+                f"d_model / n_heads must be even, got {self.d_head}")
+
+    def forward(self, X, mask=None, *, context=None,
+                return_attention=True):
+        context = X if context is None else context
+        require_tokens(X, "X", self.d_model)
+        require_tokens(context, "context", self.d_model)
+        require_same_dtype(X=X, context=context, weights=self.W_q.weight)
+        if mask is not None:
+            batch = batch_shape(X.shape[:-2], context.shape[:-2],
+                                what="X and context")
+            # (..., 1, N, N_k) for every head, or (..., H, N, N_k)
+            mask = require_head_mask(mask, self.n_heads, X.shape[-2],
+                                     context.shape[-2], batch)
+        H = self.n_heads
+        # q_n R_n: rotated queries and keys     (..., H, N or N_k, d_head)
+        Q = apply_rotary(split_heads(self.W_q(X), H))
+        K = apply_rotary(split_heads(self.W_k(context), H))
+        V = split_heads(self.W_v(context), H)  # (..., H, N_k, d_head)
+        # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
+        heads, A = scaled_dot_product_attention(Q, K, V, mask)
+        if self.training and self.dropout > 0:
+            # head_h = Dropout(A_h) V_h                (..., H, N, d_head)
+            heads = F.dropout(A, self.dropout, training=True) @ V
+        # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
+        Y = self.W_o(merge_heads(heads))
+        return (Y, A) if return_attention else Y
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -88,22 +88,55 @@ def exercises(notebook_path):
     return found, questions
 
 
+# The kinds of exercise a solution cell's metadata may name, as
+# ``"exercise": {"kind": K, "minutes": M}``; all but warm-ups need thought.
+KINDS = ("warm-up", "derivation", "debugging", "design", "experiment")
+# How the markdown cell that introduces exercise M of chapter N shows it.
+LABEL = re.compile(r"\*\*Exercise (\d+)\.(\d+)\*\* \(([a-z-]+), about "
+                   r"(\d+) min\)")
+
+
+def labels(notebook_path):
+    """``{name: (kind, minutes)}`` from the solution cells' ``exercise``
+    metadata (``None`` for a solution cell without one)."""
+    notebook = json.loads(Path(notebook_path).read_text())
+    found = {}
+    for cell in notebook["cells"]:
+        metadata = cell.get("metadata", {})
+        grader = metadata.get("nbgrader", {})
+        if cell["cell_type"] != "code" or not grader.get("solution"):
+            continue
+        label = metadata.get("exercise")
+        found[grader.get("grade_id")] = (
+            None if not isinstance(label, dict)
+            else (label.get("kind"), label.get("minutes")))
+    return found
+
+
 def _points(value):
     return f"{value:g}"
+
+
+def _entry(name, points, label):
+    if label is None or None in label:
+        return f"`{name}` ({_points(points)})"
+    kind, minutes = label
+    return f"`{name}` ({_points(points)}, {kind}, {minutes} min)"
 
 
 def chapter_table(root=None):
     """The README's chapter table, one row per chapter of ``solutions/``."""
     root = course_root(root)
-    rows = ["| # | folder | exercises (points) | written |",
+    rows = ["| # | folder | exercises (points, kind, time) | written |",
             "|---|---|---|---|"]
     for chapter in sorted((root / "solutions").glob("[0-9][0-9]_*")):
-        found, questions = [], []
+        found, questions, kinds = [], [], {}
         for notebook in sorted(chapter.glob("*.ipynb")):
             more, asked = exercises(notebook)
             found += more
             questions += asked
-        listed = ", ".join(f"`{name}` ({_points(points)})"
+            kinds.update(labels(notebook))
+        listed = ", ".join(_entry(name, points, kinds.get(name))
                            for name, points in found)
         total = sum(points for _, points in questions)
         written = (f"{len(questions)} question"

@@ -112,3 +112,35 @@ def pytest_terminal_summary(terminalreporter):
         f"book: built in {seconds:.0f} s beside the other tests; its "
         f"execution cache holds {len(executed)} chapters executed in "
         f"{sum(executed.values()):.0f} s in all")
+
+
+# ------------------------------- extending attention through forward
+
+
+def counting_attention(model, factor=2.0):
+    """Replace every ``MultiHeadAttention`` inside ``model`` by a copy (same
+    weights) whose class overrides ``forward``: each call is counted and
+    its output multiplied by ``factor``, the way a user extends a module.
+    Returns the list that collects one entry per call."""
+    from course_lib.multihead import MultiHeadAttention
+
+    calls = []
+
+    class Overridden(MultiHeadAttention):
+        def forward(self, X, mask=None, *, context=None,
+                    return_attention=True):
+            calls.append(tuple(X.shape))
+            Y, A = super().forward(X, mask, context=context)
+            return (factor * Y, A) if return_attention else factor * Y
+
+    targets = [(name, module) for name, module in model.named_modules()
+               if type(module) is MultiHeadAttention]
+    for name, module in targets:
+        copy = Overridden(d_model=module.d_model, n_heads=module.n_heads,
+                          bias=module.W_q.bias is not None,
+                          dropout=module.dropout)
+        copy.load_state_dict(module.state_dict())
+        copy.to(module.W_q.weight.dtype).train(module.training)
+        parent = model.get_submodule(name.rpartition(".")[0])
+        setattr(parent, name.rpartition(".")[2], copy)
+    return calls, len(targets)

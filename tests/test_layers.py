@@ -17,7 +17,7 @@ from course_lib.layers import (
     layer_norm_backward,
 )
 from course_lib.multihead import merge_heads, split_heads
-from tests.conftest import TOL
+from tests.conftest import TOL, counting_attention
 
 
 def n_params(module):
@@ -447,14 +447,42 @@ def test_from_torch_takes_torch_relu_and_names_the_rest():
         TransformerLayer.from_torch(theirs)
 
 
-def test_the_mask_is_checked_once_per_forward(monkeypatch):
-    """Validation runs at the entry point, not again in every layer."""
-    import course_lib.layers as layers_module
+def test_a_layer_and_an_encoder_call_attention_through_forward():
+    """A subclass of MultiHeadAttention that overrides forward (the way a
+    user extends a module) is what the layer and the encoder run: once
+    per layer and call, and its result is what they use."""
+    torch.manual_seed(0)
+    X = torch.randn(2, 5, 8)
+    for norm_first in (False, True):
+        layer = TransformerLayer(d_model=8, n_heads=2, d_ff=16,
+                                 norm_first=norm_first)
+        encoder = TransformerEncoder(n_layers=3, d_model=8, n_heads=2,
+                                     d_ff=16, norm_first=norm_first)
+        for module, n in ((layer, 1), (encoder, 3)):
+            with torch.no_grad():
+                before = module(X, causal_mask(5))
+            calls, replaced = counting_attention(module)
+            assert replaced == n
+            with torch.no_grad():
+                after = module(X, causal_mask(5))
+            assert len(calls) == n  # one call per layer
+            assert not torch.allclose(before, after, atol=1e-3)
+
+
+def test_inner_modules_check_only_shapes():
+    """Every forward checks its inputs, but only shapes and dtypes: the
+    mask is checked once per layer, by the attention that uses it."""
+    import course_lib.multihead as multihead_module
 
     calls = []
-    original = layers_module.require_head_mask
-    monkeypatch.setattr(layers_module, "require_head_mask",
+    original = multihead_module.require_head_mask
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(multihead_module, "require_head_mask",
                         lambda *a: calls.append(1) or original(*a))
-    encoder = TransformerEncoder(n_layers=3, d_model=8, n_heads=2, d_ff=8)
-    encoder(torch.randn(2, 4, 8), causal_mask(4))
-    assert len(calls) == 1
+    try:
+        encoder = TransformerEncoder(n_layers=3, d_model=8, n_heads=2,
+                                     d_ff=8)
+        encoder(torch.randn(2, 4, 8), causal_mask(4))
+    finally:
+        monkeypatch.undo()
+    assert len(calls) == 3

@@ -5,12 +5,16 @@ import math
 import pytest
 import torch
 
+from course_lib.attention import causal_mask
+from course_lib.multihead import merge_heads, split_heads
 from course_lib.positional import (
     LearnedPositionalEmbedding,
+    RotaryAttention,
     apply_rotary,
     relative_position_matrix,
     sinusoidal_encoding,
 )
+from tests.conftest import TOL
 
 
 def test_notes_i_am_a_robot_table():
@@ -124,28 +128,72 @@ def test_relative_position_matrix_block_and_dtype():
     torch.testing.assert_close(M, expected)
 
 
-def test_apply_rotary_is_row_n_times_m_n(dtype):
+def roformer_eq_34(x, base=10000.0):
+    """RoFormer (Su et al.), eq. 34, written from the paper, independently
+    of course_lib: for a vector x of even length d at position m,
+    R x = x * (cos m t_1, cos m t_1, cos m t_2, cos m t_2, ...)
+        + (-x_2, x_1, -x_4, x_3, ...) * (sin m t_1, sin m t_1, ...),
+    with t_i = base^(-2(i - 1)/d), i = 1 .. d/2. x is (N, d), row m at
+    position m; plain Python floats."""
+    out = []
+    for m, row in enumerate(x.tolist()):
+        d = len(row)
+        new = []
+        for i in range(1, d // 2 + 1):
+            theta = base ** (-2 * (i - 1) / d)
+            x1, x2 = row[2 * i - 2], row[2 * i - 1]
+            c, s_ = math.cos(m * theta), math.sin(m * theta)
+            new += [x1 * c - x2 * s_, x2 * c + x1 * s_]
+        out.append(new)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("base", [10000.0, 100.0])
+def test_apply_rotary_is_roformer_eq_34(dtype, base):
+    torch.manual_seed(0)
+    Z = torch.randn(3, 13, 8, dtype=dtype)  # (B, N, d_head)
+    R = apply_rotary(Z, base=base)
+    assert R.shape == Z.shape and R.dtype == dtype
+    for b in range(3):
+        expected = roformer_eq_34(Z[b].double(), base).to(dtype)
+        torch.testing.assert_close(R[b], expected, **TOL[dtype])
+
+
+def test_apply_rotary_is_row_n_times_m_minus_n(dtype):
+    # in rows: z_n R_n = z_n M_n^T = z_n M_{-n}, M the shift matrix
     torch.manual_seed(0)
     Z = torch.randn(2, 3, 11, 8, dtype=dtype)  # (B, H, N, d_head)
     R = apply_rotary(Z, base=100.0)
     assert R.shape == Z.shape and R.dtype == dtype
     for n in range(11):
         M = relative_position_matrix(n, 8, base=100.0, dtype=dtype)
-        torch.testing.assert_close(R[..., n, :], Z[..., n, :] @ M)
+        torch.testing.assert_close(R[..., n, :], Z[..., n, :] @ M.T)
+        M_back = relative_position_matrix(-n, 8, base=100.0, dtype=dtype)
+        torch.testing.assert_close(R[..., n, :], Z[..., n, :] @ M_back)
 
 
 def test_apply_rotary_as_complex_multiplication():
-    # pair [a, b] as the complex number b + i a, turned by e^(i n omega)
+    # LLaMA: pair (a, b) as the complex number a + i b, times e^(i n omega)
     torch.manual_seed(1)
     N, d = 9, 6
     Z = torch.randn(N, d, dtype=torch.float64)
     omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     turn = torch.polar(torch.ones(N, d // 2, dtype=torch.float64),
                        torch.arange(N, dtype=torch.float64)[:, None] * omega)
-    z = torch.complex(Z[:, 1::2], Z[:, 0::2]) * turn
+    z = torch.complex(Z[:, 0::2], Z[:, 1::2]) * turn
     R = apply_rotary(Z)
-    torch.testing.assert_close(R[:, 0::2], z.imag)
-    torch.testing.assert_close(R[:, 1::2], z.real)
+    torch.testing.assert_close(R[:, 0::2], z.real)
+    torch.testing.assert_close(R[:, 1::2], z.imag)
+
+
+def test_a_wrong_direction_fails_the_roformer_check():
+    # the check above can fail: turning by -n omega (z_n M_n) is not eq. 34
+    torch.manual_seed(0)
+    Z = torch.randn(7, 4, dtype=torch.float64)
+    wrong = torch.stack([Z[n] @ relative_position_matrix(
+        n, 4, dtype=torch.float64) for n in range(7)])
+    assert not torch.allclose(wrong, roformer_eq_34(Z))
+    torch.testing.assert_close(wrong[0], roformer_eq_34(Z)[0])
 
 
 def test_apply_rotary_scores_depend_on_the_offset_only():
@@ -210,3 +258,62 @@ def test_learned_embedding_is_trained_by_backprop():
 def test_bad_input_is_explained(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_rotary_attention_is_attention_of_rotated_queries_and_keys(dtype):
+    torch.manual_seed(3)
+    attention = RotaryAttention(d_model=8, n_heads=2).to(dtype)
+    X = torch.randn(2, 6, 8, dtype=dtype)
+    mask = causal_mask(6)
+    Y, A = attention(X, mask)
+    Q = apply_rotary(split_heads(attention.W_q(X), 2))
+    K = apply_rotary(split_heads(attention.W_k(X), 2))
+    V = split_heads(attention.W_v(X), 2)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(4)
+    A_expected = torch.softmax(S.masked_fill(~mask, float("-inf")), -1)
+    torch.testing.assert_close(A, A_expected, **TOL[dtype])
+    torch.testing.assert_close(
+        Y, attention.W_o(merge_heads(A_expected @ V)), **TOL[dtype])
+    assert attention(X, return_attention=False).shape == (2, 6, 8)
+
+
+def test_rotary_attention_scores_depend_on_offsets_only():
+    # equal tokens everywhere: plain attention is uniform, rotary attention
+    # has scores S[n, m] that depend on m - n only
+    torch.manual_seed(4)
+    attention = RotaryAttention(d_model=8, n_heads=2).double()
+    X = torch.randn(8, dtype=torch.float64).expand(10, 8)
+    _, A = attention(X)  # (H, N, N)
+    log_A = torch.log(A)  # S[n, m] minus a constant per row
+    for n in range(1, 10):
+        torch.testing.assert_close(log_A[:, n, n:] - log_A[:, n, n:n + 1],
+                                   log_A[:, 0, :10 - n] - log_A[:, 0, :1])
+    assert not torch.allclose(A, torch.full_like(A, 0.1), atol=1e-3)
+
+
+def test_rotary_attention_runs_inside_a_layer():
+    """The reason for Chapter 6's bug: a layer must call the override."""
+    from course_lib.layers import TransformerLayer
+
+    torch.manual_seed(5)
+    layer = TransformerLayer(d_model=8, n_heads=2, d_ff=16)
+    X = torch.randn(2, 6, 8)
+    with torch.no_grad():
+        plain, plain_one = layer(X), layer(X[:, :1])
+        rotary = RotaryAttention(d_model=8, n_heads=2)
+        rotary.load_state_dict(layer.attention.state_dict())
+        layer.attention = rotary
+        turned, turned_one = layer(X), layer(X[:, :1])
+    assert not torch.allclose(plain, turned, atol=1e-4)
+    # a single token is at position 0: nothing is turned
+    torch.testing.assert_close(plain_one, turned_one)
+
+
+def test_rotary_attention_bad_input():
+    with pytest.raises(ValueError, match="even"):
+        RotaryAttention(d_model=6, n_heads=2)
+    attention = RotaryAttention(d_model=8, n_heads=2)
+    with pytest.raises(ValueError, match="d_model = 8"):
+        attention(torch.randn(3, 6))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        attention(torch.randn(2, 3, 8), torch.ones(4, 3, 3, dtype=bool))

@@ -8,7 +8,7 @@ from torch import nn
 from course_lib.attention import causal_mask
 from course_lib.layers import TransformerLayer
 from course_lib.sequence_model import SequenceModel
-from tests.conftest import TOL
+from tests.conftest import TOL, counting_attention
 
 
 def make(dtype=torch.float32, **options):
@@ -99,3 +99,21 @@ def test_bad_input():
         make(dropout=1.5)
     with pytest.raises(ValueError, match="vocab_size"):
         make(vocab_size=0)
+
+
+def test_the_model_calls_attention_through_forward():
+    """A subclass of MultiHeadAttention overriding forward runs in every
+    layer of the model, and its result is the one used."""
+    torch.manual_seed(0)
+    model = SequenceModel(vocab_size=7, max_len=6, d_model=8, n_heads=2,
+                          d_ff=16, n_layers=2)
+    tokens = torch.randint(0, 7, (3, 6))
+    with torch.no_grad():
+        before = model(tokens)
+    calls, replaced = counting_attention(model)
+    with torch.no_grad():
+        after = model(tokens, causal_mask(6))
+        after_unmasked = model(tokens)
+    assert replaced == 2 and len(calls) == 4
+    assert not torch.allclose(before, after_unmasked, atol=1e-3)
+    assert not torch.allclose(after, after_unmasked, atol=1e-3)

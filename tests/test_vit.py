@@ -24,6 +24,7 @@ from course_lib.vit import (
     unpatchify,
     vit_parameter_count,
 )
+from tests.conftest import counting_attention
 
 
 def n_params(module):
@@ -370,3 +371,20 @@ def test_seed_record_is_the_benchmarks_record_of_the_recipe():
     assert sorted(r["seed"] for r in runs) == [0, 1, 2, 3, 4]
     assert min(r["test_accuracy"] for r in runs) >= 0.97, runs
     assert max(r["cpu_seconds"] for r in runs) <= 30, runs
+
+
+def test_vit_calls_attention_through_forward():
+    """A subclass of MultiHeadAttention overriding forward runs in every
+    layer of the ViT, and its result is the one used."""
+    torch.manual_seed(0)
+    model = VisionTransformer(image_size=8, patch_size=4, in_channels=1,
+                              n_classes=3, d_model=8, depth=2, n_heads=2,
+                              d_ff=16)
+    images = torch.randn(2, 1, 8, 8)
+    with torch.no_grad():
+        before = model(images)
+    calls, replaced = counting_attention(model)
+    with torch.no_grad():
+        after = model(images)
+    assert replaced == 2 and len(calls) == 2
+    assert not torch.allclose(before, after, atol=1e-4)

@@ -6,6 +6,8 @@ a time; masks are bool, ``True`` where a query may attend."""
 import numpy
 import torch
 
+from course_lib import attention as ref_attention
+from course_lib import decoder as ref_decoder
 from course_lib import layers as ref
 from course_lib.grading.common import (
     F32,
@@ -456,5 +458,99 @@ LAYER_NORM_BACKWARD = Exercise(
     properties=(_sums_to_zero,),
 )
 
+# ------------------------------------------------ debugging a decoder block
+
+
+def _decoder_with(layer, X, M, *, transpose=False, no_mask=False,
+                  self_cross=False, last_skip="Z2"):
+    """The decoder block with some of the chapter's bugs left in (the
+    defaults fix them all)."""
+    causal = ref_attention.causal_mask(X.shape[-2])
+    if transpose:
+        causal = causal.T
+    Z = layer.norm1(X + layer.self_attention(
+        X, None if no_mask else causal)[0])
+    context = Z if self_cross else M
+    Z2 = layer.norm2(Z + layer.cross_attention(Z, context=context)[0])
+    skip = {"Z2": Z2, "X": X, "Z1": Z}[last_skip]
+    return layer.norm3(skip + layer.feed_forward(Z2))
+
+
+def _wrong_decoder(name, advice, **bugs):
+    return Misconception(name, advice, lambda layer, X, M: _decoder_with(
+        layer, X, M, **bugs))
+
+
+def _decoder_cases(specs, seed):
+    """Cases ``(X, M)``: each spec is ``(label, init, shape, N_src,
+    dtype)`` with ``shape`` the leading dimensions of ``X`` ending with
+    ``N``; ``M`` has the same batch dimensions and ``N_src`` tokens."""
+    cases = []
+    for i, (label, init, shape, n_src, dtype) in enumerate(specs):
+        D = init["d_model"]
+        X = randn(*shape, D, seed=seed + i, dtype=dtype)
+        M = randn(*shape[:-1], n_src, D, seed=seed + 40 + i, dtype=dtype)
+        cases.append(Case(label, (X, M), init=init))
+    return cases
+
+
+def _decoder_init(d_model, n_heads, d_ff):
+    return {"d_model": d_model, "n_heads": n_heads, "d_ff": d_ff}
+
+
+DECODER_LAYER = Exercise(
+    name="DecoderLayer",
+    reference=ref_decoder.DecoderLayer,
+    module=True,
+    seed=600,
+    parameter_advice=(
+        "Keep the attributes of the chapter's version: self_attention and "
+        "cross_attention (MultiHeadAttention), feed_forward (FeedForward), "
+        "norm1, norm2, norm3 (LayerNorm), and no other parameters."),
+    visible=lambda: _decoder_cases([
+        ("5 target tokens, 7 source tokens, d_model=8, 2 heads",
+         _decoder_init(8, 2, 16), (1, 5), 7, F32),
+        ("a batch of 2, 4 target and 6 source tokens",
+         _decoder_init(8, 2, 16), (2, 4), 6, F32),
+    ], seed=600),
+    misconceptions=(
+        _wrong_decoder(
+            "the causal mask transposed",
+            "causal_mask(N) is True where a query may attend, at or below "
+            "the diagonal: row n (the query) may read keys 0 .. n. Its "
+            "transpose lets every token read the future and not the past.",
+            transpose=True),
+        _wrong_decoder(
+            "no causal mask in the self-attention",
+            "the decoder's self-attention is masked: token n may not read "
+            "tokens after it.", no_mask=True),
+        _wrong_decoder(
+            "cross-attention reads the decoder instead of the encoder "
+            "output",
+            "the second sublayer takes its queries from the decoder (Z_1) "
+            "and its keys and values from the encoder's output M: "
+            "cross_attention(Z_1, context=M).", self_cross=True),
+        _wrong_decoder(
+            "the last residual taken from the block's input",
+            "each sublayer adds its own input back: Y = LN_3(Z_2 + "
+            "FFN(Z_2)), not X + FFN(Z_2).", last_skip="X"),
+        _wrong_decoder(
+            "the last residual taken from the first sublayer's output",
+            "the feed-forward sublayer adds its own input, Z_2: Y = "
+            "LN_3(Z_2 + FFN(Z_2)).", last_skip="Z1"),
+        _wrong_decoder(
+            "the chapter's block unchanged",
+            "run the checks of the chapter on your block: causality, the "
+            "influence of the source, and the comparison with PyTorch; "
+            "each failing check points at one sublayer.",
+            transpose=True, self_cross=True, last_skip="X"),
+    ),
+    forbidden_torch=TORCH_ATTENTION,
+    forbidden_aten=frozenset({"_native_multi_head_attention"}),
+    forbidden_reference=(ref_decoder.DecoderLayer,),
+    shortcut_advice=("Repair the chapter's block: three sublayers, each "
+                     "with its residual connection and layer norm."),
+)
+
 EXERCISES = (LAYER_NORM, FEED_FORWARD, TRANSFORMER_LAYER,
-             LAYER_NORM_BACKWARD)
+             LAYER_NORM_BACKWARD, DECODER_LAYER)

@@ -5,11 +5,21 @@ offset] = PE[pos] @ M`` (row vectors). The first two exercises return
 float32 (the hidden cases use the default dtype); ``apply_rotary`` keeps
 the dtype of its input ``Z (..., N, d)``."""
 
+import math
+
 import numpy
 import torch
 
+from course_lib import multihead as ref_multihead
 from course_lib import positional as ref
-from course_lib.grading.common import F32, F64, randn
+from course_lib.grading.common import (
+    F32,
+    F64,
+    TORCH_ATTENTION,
+    randn,
+    rows_sum_to_one,
+    token_module_cases,
+)
 from course_lib.grading.engine import Case, Exercise, Misconception, as_array
 
 # --------------------------------------------------------- the variants
@@ -276,7 +286,8 @@ def _rotary(Z, base=10000.0, *, transpose=False, halves=False, start=0,
         a, b = z[..., : d // 2], z[..., d // 2:]
     else:
         a, b = z[..., 0::2], z[..., 1::2]
-    first, second = a * cos + b * sin, b * cos - a * sin
+    # RoFormer: [[cos, -sin], [sin, cos]] (a, b)^T, turned by +n omega
+    first, second = a * cos - b * sin, a * sin + b * cos
     if halves:
         out = torch.cat([first, second], dim=-1)
     else:
@@ -362,10 +373,12 @@ APPLY_ROTARY = Exercise(
     visible=_rotary_visible,
     misconceptions=(
         Misconception(
-            "the rotation is transposed (it turns row n by -n)",
-            "row n is multiplied by M_n on the right, z_n M_n: the new "
-            "pair is [a, b] @ [[cos, -sin], [sin, cos]], so the first "
-            "entry gains + b sin and the second loses a sin.",
+            "the rotation is transposed (it turns row n by -n omega)",
+            "RoFormer turns pair i of position n by +n omega_i: written as "
+            "a column, (a, b)^T becomes [[cos, -sin], [sin, cos]] (a, b)^T. "
+            "A row is multiplied by the transpose of that block, M_n^T = "
+            "M_{-n}, not by the shift matrix M_n itself; check on one pair "
+            "at angle 90 degrees: (1, 0) must become (0, 1).",
             _rotary_variant(transpose=True)),
         Misconception(
             "pairs i and i + d/2 rotated together (rotate-half layout)",
@@ -405,9 +418,9 @@ APPLY_ROTARY = Exercise(
             _rotary_added),
         Misconception(
             "the sinusoidal encoding multiplied entry by entry",
-            "z * PE[n] scales each entry by one sine or cosine; the "
-            "rotation mixes the two entries of a pair: [a cos + b sin, "
-            "b cos - a sin].",
+            "z * PE[n] scales each entry by one sine or cosine; a "
+            "rotation mixes the two entries of a pair, each new entry "
+            "takes something from both.",
             _rotary_multiplied),
     ),
     forbidden_reference=(ref.apply_rotary, ref.relative_position_matrix),
@@ -416,4 +429,114 @@ APPLY_ROTARY = Exercise(
     properties=(_keeps_row_norms, _row_zero_unchanged),
 )
 
-EXERCISES = (SINUSOIDAL_ENCODING, RELATIVE_POSITION_MATRIX, APPLY_ROTARY)
+# ------------------------------------------ rotary attention in a module
+
+
+def _rotary_attention_with(module, X, mask=None, *, turn="heads",
+                           values=False, keys=True, queries=True,
+                           scale=None, ignore=False, direction=1):
+    """Rotary multi-head attention with one thing changed (the defaults
+    give the reference): ``turn`` is where the rotation happens,
+    "heads" (per head, after the projections), "model" (the whole
+    projected vector, before the split) or "input" (X before the
+    projections)."""
+    H = module.n_heads
+    d_head = X.shape[-1] // H
+
+    def rotate(T):
+        if direction == 1:
+            return ref.apply_rotary(T)
+        return _rotary(T, transpose=True)
+
+    X_q = rotate(X) if turn == "input" else X
+    Q, K = module.W_q(X_q), module.W_k(X_q)
+    V = module.W_v(X_q if turn == "input" else X)
+    if turn == "model":
+        Q = rotate(Q) if queries else Q
+        K = rotate(K) if keys else K
+        V = rotate(V) if values else V
+    Q, K, V = (ref_multihead.split_heads(T, H) for T in (Q, K, V))
+    if turn == "heads":
+        Q = rotate(Q) if queries else Q
+        K = rotate(K) if keys else K
+        V = rotate(V) if values else V
+    scale = math.sqrt(X.shape[-1] if scale == "model" else d_head)
+    S = Q @ K.transpose(-2, -1) / scale
+    if mask is not None and not ignore:
+        S = S.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return module.W_o(ref_multihead.merge_heads(A @ V)), A
+
+
+def _wrong_rotary(name, advice, **options):
+    return Misconception(
+        name, advice, lambda module, X, mask=None: _rotary_attention_with(
+            module, X, mask, **options))
+
+
+def _rotary_attention_visible():
+    return token_module_cases([
+        ("d_model=8, 2 heads (d_head = 4), 6 tokens",
+         {"d_model": 8, "n_heads": 2}, (6,), F32, None),
+        ("a causal mask, a (2, 7) batch, 3 heads of 4",
+         {"d_model": 12, "n_heads": 3}, (2, 7), F32, "causal"),
+    ], seed=660)
+
+
+ROTARY_ATTENTION = Exercise(
+    name="RotaryAttention",
+    reference=ref.RotaryAttention,
+    module=True,
+    seed=661,
+    parameter_advice=("Subclass MultiHeadAttention (Chapter 3's reference "
+                      "is allowed): W_q, W_k, W_v and W_o, and no other "
+                      "parameters."),
+    visible=_rotary_attention_visible,
+    outputs=("output", "weights"),
+    misconceptions=(
+        _wrong_rotary(
+            "the whole projected vector rotated before the heads are split",
+            "RoPE turns the queries and keys of each head: a head of "
+            "d_head features has its own frequencies, base^(-2i/d_head). "
+            "Split the heads first, then rotate (..., H, N, d_head).",
+            turn="model"),
+        _wrong_rotary(
+            "the tokens rotated before the projections",
+            "rotate the queries and the keys, after W_q and W_k: a "
+            "rotation of X is a position vector mixed into the tokens, and "
+            "the scores then depend on absolute positions.",
+            turn="input"),
+        _wrong_rotary(
+            "the values rotated too",
+            "only the queries and the keys are turned; the values carry "
+            "the tokens' content, and a rotated value would carry its "
+            "absolute position into the output.", values=True),
+        _wrong_rotary(
+            "only the queries rotated",
+            "turn both: the score (q_n R_n) . (k_m R_m) depends on n - m "
+            "only because both sides are turned.", keys=False),
+        _wrong_rotary(
+            "only the keys rotated",
+            "turn both the queries and the keys.", queries=False),
+        _wrong_rotary(
+            "rotated the wrong way (-n omega)",
+            "use apply_rotary as it is (RoFormer's direction); turning by "
+            "-n omega gives other numbers.", direction=-1),
+        _wrong_rotary(
+            "scaled by sqrt(d_model) instead of sqrt(d_head)",
+            "each head's scores are divided by sqrt(d_head).",
+            scale="model"),
+        _wrong_rotary(
+            "the mask is ignored",
+            "apply the mask to every head's scores (give it a head axis).",
+            ignore=True),
+    ),
+    forbidden_torch=TORCH_ATTENTION,
+    forbidden_reference=(ref.RotaryAttention,),
+    shortcut_advice=("Override forward yourself: project, split the heads, "
+                     "rotate the queries and keys, attend, merge."),
+    properties=(rows_sum_to_one(1),),
+)
+
+EXERCISES = (SINUSOIDAL_ENCODING, RELATIVE_POSITION_MATRIX, APPLY_ROTARY,
+             ROTARY_ATTENTION)

@@ -6,6 +6,8 @@ process."""
 
 from course_lib.grading.chapter04 import (
     _backward_cases,
+    _decoder_cases,
+    _decoder_init,
     _ffn_cases,
     _init,
     _ln_cases,
@@ -67,4 +69,16 @@ HIDDEN = {
         ("tokens with a large mean (300) in float32", (2, 6, 32), F32,
          {"loc": 300.0, "atol": 1e-4}, {}),
     ], seed=510),
+    "DecoderLayer": lambda: _decoder_cases([
+        ("float64, 3 heads, 6 target and 2 source tokens",
+         _decoder_init(12, 3, 24), (2, 6), 2, F64),
+        ("one target token, 5 source tokens", _decoder_init(8, 2, 16),
+         (3, 1), 5, F32),
+        ("two batch dimensions", _decoder_init(8, 4, 8), (2, 2, 5), 3,
+         F32),
+        ("as many source as target tokens, float64",
+         _decoder_init(6, 1, 12), (1, 7), 7, F64),
+        ("a longer target (12) than source (4)", _decoder_init(8, 2, 32),
+         (2, 12), 4, F32),
+    ], seed=610),
 }

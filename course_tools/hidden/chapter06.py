@@ -4,7 +4,7 @@ They stay with the instructor: the grader hands them to a kernel only
 while it grades a submission, and compares the results in its own
 process."""
 
-from course_lib.grading.common import F32, F64, randn
+from course_lib.grading.common import F32, F64, randn, token_module_cases
 from course_lib.grading.engine import Case
 
 
@@ -49,8 +49,26 @@ def _rotary_hidden():
     ]
 
 
+def _rotary_attention_hidden():
+    return token_module_cases([
+        ("float64, 4 heads of d_head = 2 (one pair each)",
+         {"d_model": 8, "n_heads": 4}, (2, 9), F64, None),
+        ("a per-sequence random mask", {"d_model": 12, "n_heads": 2},
+         (3, 6), F32, "random"),
+        ("two batch dimensions, a causal mask in float64",
+         {"d_model": 8, "n_heads": 2}, (2, 2, 5), F64, "causal"),
+        ("one token (position 0: nothing turned)",
+         {"d_model": 6, "n_heads": 3}, (2, 1), F32, None),
+        ("40 tokens, 2 heads of 16", {"d_model": 32, "n_heads": 2},
+         (1, 40), F64, None),
+        ("no bias", {"d_model": 8, "n_heads": 2, "bias": False}, (2, 5),
+         F32, "causal"),
+    ], seed=670)
+
+
 HIDDEN = {
     "sinusoidal_encoding": _encoding_hidden,
     "relative_position_matrix": _relative_hidden,
     "apply_rotary": _rotary_hidden,
+    "RotaryAttention": _rotary_attention_hidden,
 }

@@ -5,7 +5,45 @@ CHAPTER_OF = {
     "FeedForward": "04_transformer_layers",
     "TransformerLayer": "04_transformer_layers",
     "layer_norm_backward": "04_transformer_layers",
+    "DecoderLayer": "04_transformer_layers",
 }
+
+# The chapter's broken decoder block (Exercise 4.5), with its three bugs
+# as fields; _decoder(keep=...) repairs all but those in keep.
+_BROKEN_DECODER = '''
+from course_lib import attention as ref_attention
+from course_lib import layers as ref
+from course_lib import multihead as ref_multihead
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, *, d_model, n_heads, d_ff):
+        super().__init__()
+        self.self_attention = ref_multihead.MultiHeadAttention(
+            d_model=d_model, n_heads=n_heads)
+        self.cross_attention = ref_multihead.MultiHeadAttention(
+            d_model=d_model, n_heads=n_heads)
+        self.feed_forward = ref.FeedForward(d_model=d_model, d_ff=d_ff)
+        self.norm1 = ref.LayerNorm(d_model=d_model)
+        self.norm2 = ref.LayerNorm(d_model=d_model)
+        self.norm3 = ref.LayerNorm(d_model=d_model)
+
+    def forward(self, X, M):
+        causal = ref_attention.causal_mask(X.shape[-2]){mask}
+        Z1 = self.norm1(X + self.self_attention(X, causal)[0])
+        Z2 = self.norm2(Z1 + self.cross_attention(Z1, context={context})[0])
+        return self.norm3({skip} + self.feed_forward(Z2))
+'''
+_DECODER_FIXES = {"mask": (".T", ""), "context": ("Z1", "M"),
+                  "skip": ("X", "Z2")}
+
+
+def _decoder(*, keep=()):
+    source = _BROKEN_DECODER
+    for bug, (broken, fixed) in _DECODER_FIXES.items():
+        source = source.replace("{" + bug + "}",
+                                broken if bug in keep else fixed)
+    return source
 
 # The gradient of layer norm with one line to vary.
 _BACKWARD = '''
@@ -68,6 +106,72 @@ def _layer(pre=_PRE, post=_POST):
 # ------------------------------------------------------------ correct
 
 CORRECT = {
+    "DecoderLayer": [
+        ("the three bugs repaired in place", _decoder()),
+        ("nn.LayerNorm, a tril mask and one sublayer helper", '''
+from course_lib import layers as ref
+from course_lib import multihead as ref_multihead
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, *, d_model, n_heads, d_ff):
+        super().__init__()
+        make = ref_multihead.MultiHeadAttention
+        self.self_attention = make(d_model=d_model, n_heads=n_heads)
+        self.cross_attention = make(d_model=d_model, n_heads=n_heads)
+        self.feed_forward = ref.FeedForward(d_model=d_model, d_ff=d_ff)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+
+    @staticmethod
+    def sublayer(norm, x, out):
+        return norm(x + out)
+
+    def forward(self, X, M):
+        N = X.shape[-2]
+        past = torch.ones(N, N, dtype=torch.bool).tril()
+        Z = self.sublayer(self.norm1, X, self.self_attention(
+            X, past, return_attention=False))
+        Z = self.sublayer(self.norm2, Z, self.cross_attention(
+            Z, context=M, return_attention=False))
+        return self.sublayer(self.norm3, Z, self.feed_forward(Z))
+'''),
+        ("its own feed-forward network and a comparison mask", '''
+from course_lib import multihead as ref_multihead
+
+
+class FFN(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.linear2(torch.relu(self.linear1(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, *, d_model, n_heads, d_ff):
+        super().__init__()
+        self.self_attention = ref_multihead.MultiHeadAttention(
+            d_model=d_model, n_heads=n_heads)
+        self.cross_attention = ref_multihead.MultiHeadAttention(
+            d_model=d_model, n_heads=n_heads)
+        self.feed_forward = FFN(d_model, d_ff)
+        self.norm1, self.norm2, self.norm3 = (
+            nn.LayerNorm(d_model) for _ in range(3))
+
+    def forward(self, X, M):
+        n = torch.arange(X.shape[-2])
+        may = n[:, None] >= n[None, :]  # query n reads keys m <= n
+        h, _ = self.self_attention(X, may)
+        Z1 = self.norm1(X + h)
+        h, _ = self.cross_attention(Z1, mask=None, context=M)
+        Z2 = self.norm2(Z1 + h)
+        return self.norm3(Z2 + self.feed_forward(Z2))
+'''),
+    ],
     "layer_norm_backward": [
         ("the derivation, written out", _backward()),
         ("the Jacobian built per token, in float64", '''
@@ -232,6 +336,19 @@ class TransformerLayer(nn.Module):
 # --------------------------------------------------------- misconceptions
 
 WRONG = {
+    "DecoderLayer": [
+        ("the causal mask transposed", _decoder(keep=("mask",))),
+        ("cross-attention reads the decoder instead of the encoder",
+         _decoder(keep=("context",))),
+        ("the last residual taken from the block's input",
+         _decoder(keep=("skip",))),
+        ("the last residual taken from the first sublayer's output",
+         _decoder().replace("self.norm3(Z2 +", "self.norm3(Z1 +")),
+        ("no causal mask in the self-attention",
+         _decoder().replace("(X, causal)", "(X)")),
+        ("the chapter's block unchanged",
+         _decoder(keep=("mask", "context", "skip"))),
+    ],
     "layer_norm_backward": [
         ("the mean treated as a constant", _backward(
             out="(g - x_hat * (g * x_hat).mean(-1, keepdim=True)) / s")),
@@ -362,6 +479,11 @@ class FeedForward(nn.Module):
 # -------------------------------------------------------------- cheats
 
 CHEATS = [
+    ("course_lib's DecoderLayer as the base class", "DecoderLayer", '''
+from course_lib.decoder import DecoderLayer as _Decoder
+class DecoderLayer(_Decoder):
+    pass
+''', "course_lib's DecoderLayer"),
     ("autograd", "layer_norm_backward", '''
 def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
     with torch.enable_grad():

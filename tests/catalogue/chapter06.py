@@ -4,7 +4,36 @@ CHAPTER_OF = {
     "sinusoidal_encoding": "06_positional_encoding",
     "relative_position_matrix": "06_positional_encoding",
     "apply_rotary": "06_positional_encoding",
+    "RotaryAttention": "06_positional_encoding",
 }
+
+
+def _rotary_module(*, before="", after_split="", scale="d", mask=True):
+    """A RotaryAttention subclass with one place changed: ``before``
+    rotates before the split, ``after_split`` after it (the default turns
+    the queries and keys of each head)."""
+    after_split = after_split or (
+        "        Q, K = ref.apply_rotary(Q), ref.apply_rotary(K)\n")
+    masking = ("        if mask is not None:\n"
+               "            S = S.masked_fill(~mask[..., None, :, :], "
+               "float('-inf'))\n") if mask else ""
+    return (
+        "\nfrom course_lib import multihead as ref_multihead\n"
+        "from course_lib import positional as ref\n"
+        "class RotaryAttention(ref_multihead.MultiHeadAttention):\n"
+        "    def forward(self, X, mask=None):\n"
+        "        H = self.n_heads\n"
+        "        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)\n"
+        + before +
+        "        Q, K, V = (ref_multihead.split_heads(T, H)\n"
+        "                   for T in (Q, K, V))\n"
+        + after_split +
+        f"        S = Q @ K.transpose(-2, -1) / math.sqrt("
+        f"{'self.d_head' if scale == 'd' else 'X.shape[-1]'})\n"
+        + masking +
+        "        A = torch.softmax(S, dim=-1)\n"
+        "        return self.W_o(ref_multihead.merge_heads(A @ V)), A\n")
+
 
 # ------------------------------------------------------------ correct
 
@@ -65,17 +94,18 @@ def relative_position_matrix(offset, d_model, base=10000.0):
 '''),
     ],
     "apply_rotary": [
-        ("complex numbers: each pair b + i a turned by e^(i n omega)", '''
+        ("complex numbers: each pair a + i b turned by e^(i n omega)", '''
 def apply_rotary(Z, base=10000.0):
     N, d = Z.shape[-2:]
     omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     turn = torch.polar(torch.ones_like(angle), angle)
-    z = torch.complex(Z[..., 1::2].double(), Z[..., 0::2].double()) * turn
-    out = torch.stack([z.imag, z.real], dim=-1).flatten(-2)
+    z = torch.complex(Z[..., 0::2].double(), Z[..., 1::2].double()) * turn
+    out = torch.stack([z.real, z.imag], dim=-1).flatten(-2)
     return out.to(Z.dtype)
 '''),
-        ("one block-diagonal matrix per position (slow but right)", '''
+        ("one block-diagonal matrix per position, columns (slow but right)",
+         '''
 def apply_rotary(Z, base=10000.0):
     N, d = Z.shape[-2], Z.shape[-1]
     rows = []
@@ -86,8 +116,8 @@ def apply_rotary(Z, base=10000.0):
             blocks.append(torch.tensor([[math.cos(a), -math.sin(a)],
                                         [math.sin(a), math.cos(a)]],
                                        dtype=torch.float64))
-        M = torch.block_diag(*blocks).to(Z.dtype)
-        rows.append(Z[..., n, :] @ M)
+        R = torch.block_diag(*blocks).to(Z.dtype)  # acts on columns
+        rows.append((R @ Z[..., n, :, None])[..., 0])
     return torch.stack(rows, dim=-2)
 '''),
         ("sines and cosines read off an encoding, float32 throughout", '''
@@ -98,9 +128,64 @@ def apply_rotary(Z, base=10000.0):
                       * (-math.log(base) / d))
     sin, cos = torch.sin(pos * omega), torch.cos(pos * omega)
     out = torch.empty_like(Z)
-    out[..., 0::2] = Z[..., 0::2] * cos + Z[..., 1::2] * sin
-    out[..., 1::2] = Z[..., 1::2] * cos - Z[..., 0::2] * sin
+    out[..., 0::2] = Z[..., 0::2] * cos - Z[..., 1::2] * sin
+    out[..., 1::2] = Z[..., 1::2] * cos + Z[..., 0::2] * sin
     return out
+'''),
+    ],
+    "RotaryAttention": [
+        ("a subclass: split, rotate, attend, merge", _rotary_module()),
+        ("from nn.Module, a loop over heads, complex rotation", '''
+class RotaryAttention(nn.Module):
+    def __init__(self, *, d_model, n_heads, bias=True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    @staticmethod
+    def turn(Z):
+        N, d = Z.shape[-2:]
+        w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        t = torch.arange(N, dtype=torch.float64)[:, None] * w
+        z = torch.complex(Z[..., 0::2].double(), Z[..., 1::2].double())
+        z = z * torch.polar(torch.ones_like(t), t)
+        return torch.stack([z.real, z.imag], -1).flatten(-2).to(Z.dtype)
+
+    def forward(self, X, mask=None):
+        d = X.shape[-1] // self.n_heads
+        Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+        outs, weights = [], []
+        for h in range(self.n_heads):
+            cols = slice(h * d, (h + 1) * d)
+            q, k = self.turn(Q[..., cols]), self.turn(K[..., cols])
+            S = q @ k.transpose(-2, -1) / d ** 0.5
+            if mask is not None:
+                S = torch.where(mask, S, torch.full_like(S, -1e9))
+            A = S.softmax(dim=-1)
+            outs.append(A @ V[..., cols])
+            weights.append(A)
+        return self.W_o(torch.cat(outs, dim=-1)), torch.stack(weights, -3)
+'''),
+        ("a subclass with unflatten and the reference attention", '''
+from course_lib import attention as _attention
+from course_lib import multihead as ref_multihead
+from course_lib import positional as ref
+class RotaryAttention(ref_multihead.MultiHeadAttention):
+    def forward(self, X, mask=None, return_attention=True):
+        H = self.n_heads
+        def heads(T):  # (..., N, D) -> (..., H, N, d_head)
+            return T.unflatten(-1, (H, -1)).transpose(-3, -2)
+        Q = ref.apply_rotary(heads(self.W_q(X)))
+        K = ref.apply_rotary(heads(self.W_k(X)))
+        if mask is not None:
+            mask = mask.unsqueeze(-3)
+        out, A = _attention.scaled_dot_product_attention(
+            Q, K, heads(self.W_v(X)), mask)
+        Y = self.W_o(out.transpose(-3, -2).flatten(-2))
+        return (Y, A) if return_attention else Y
 '''),
     ],
 }
@@ -272,7 +357,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos - b * sin, b * cos + a * sin],
+    return torch.stack([a * cos + b * sin, b * cos - a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("pairs i and i + d/2 rotated together", '''
@@ -282,7 +367,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., : d // 2], Z[..., d // 2:]
-    return torch.cat([a * cos + b * sin, b * cos - a * sin], dim=-1)
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 '''),
         ("positions counted from 1", '''
 def apply_rotary(Z, base=10000.0):
@@ -291,7 +376,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(1, N + 1, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("exponent uses the dimension index instead of the pair index", '''
@@ -302,7 +387,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("exponent i/d instead of 2i/d", '''
@@ -312,7 +397,7 @@ def apply_rotary(Z, base=10000.0):
     angle = torch.arange(N, dtype=torch.float64)[:, None] * omega
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([a * cos + b * sin, b * cos - a * sin],
+    return torch.stack([a * cos - b * sin, b * cos + a * sin],
                        dim=-1).flatten(-2)
 '''),
         ("the base is ignored (always 10000)", '''
@@ -323,8 +408,8 @@ def apply_rotary(Z, base=10000.0):
         for i in range(d // 2):
             t = n / 10000.0 ** (2 * i / d)
             a, b = Z[..., n, 2 * i], Z[..., n, 2 * i + 1]
-            out[..., n, 2 * i] = a * math.cos(t) + b * math.sin(t)
-            out[..., n, 2 * i + 1] = b * math.cos(t) - a * math.sin(t)
+            out[..., n, 2 * i] = a * math.cos(t) - b * math.sin(t)
+            out[..., n, 2 * i + 1] = b * math.cos(t) + a * math.sin(t)
     return out
 '''),
         ("the sinusoidal encoding added instead of a rotation", '''
@@ -353,8 +438,8 @@ def apply_rotary(Z, base=10000.0):
     c, s = torch.cos(angle).to(Z.dtype), torch.sin(angle).to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]
     out = torch.empty_like(Z)
-    out[..., 0::2] = a * c + b * s
-    out[..., 1::2] = b * c - a * s
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = b * c + a * s
     return out
 '''),
         ("expected dtype torch.float64", '''
@@ -366,12 +451,41 @@ def apply_rotary(Z, base=10000.0):
     c, s = torch.cos(pos * w), torch.sin(pos * w)
     a, b = Z[..., 0::2], Z[..., 1::2]
     out = torch.empty_like(Z)
-    out[..., 0::2] = a * c + b * s
-    out[..., 1::2] = b * c - a * s
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = b * c + a * s
     return out
 '''),
     ],
 }
+
+WRONG["RotaryAttention"] = [
+    ("the whole projected vector rotated before the heads are split",
+     _rotary_module(before="        Q, K = ref.apply_rotary(Q), "
+                    "ref.apply_rotary(K)\n", after_split="\n")),
+    ("the tokens rotated before the projections", '''
+from course_lib import multihead as ref_multihead
+from course_lib import positional as ref
+class RotaryAttention(ref_multihead.MultiHeadAttention):
+    def forward(self, X, mask=None):
+        X = ref.apply_rotary(X)  # positions turned into the tokens
+        return super().forward(X, mask)
+'''),
+    ("the values rotated too", _rotary_module(
+        after_split="        Q, K, V = (ref.apply_rotary(T) for T in "
+                    "(Q, K, V))\n")),
+    ("only the queries rotated", _rotary_module(
+        after_split="        Q = ref.apply_rotary(Q)\n")),
+    ("only the keys rotated", _rotary_module(
+        after_split="        K = ref.apply_rotary(K)\n")),
+    ("rotated the wrong way", _rotary_module(
+        after_split="        sign = torch.tensor([1.0, -1.0]).repeat("
+                    "Q.shape[-1] // 2).to(Q.dtype)\n"
+                    "        Q = ref.apply_rotary(Q * sign) * sign\n"
+                    "        K = ref.apply_rotary(K * sign) * sign\n")),
+    ("scaled by sqrt(d_model) instead of sqrt(d_head)",
+     _rotary_module(scale="D")),
+    ("the mask is ignored", _rotary_module(mask=False)),
+]
 
 # -------------------------------------------------------------- cheats
 # (label, exercise, source, what the message must say)
@@ -400,7 +514,14 @@ def apply_rotary(Z, base=10000.0):
 from course_lib.positional import relative_position_matrix as _M
 def apply_rotary(Z, base=10000.0):
     N, d = Z.shape[-2], Z.shape[-1]
-    rows = [Z[..., n, :] @ _M(n, d, base, dtype=Z.dtype) for n in range(N)]
+    rows = [Z[..., n, :] @ _M(-n, d, base, dtype=Z.dtype)
+            for n in range(N)]
     return torch.stack(rows, dim=-2)
 ''', "course_lib's relative_position_matrix"),
+    ("course_lib's RotaryAttention as the base class", "RotaryAttention",
+     '''
+from course_lib.positional import RotaryAttention as _Reference
+class RotaryAttention(_Reference):
+    pass
+''', "course_lib's RotaryAttention"),
 ]
