@@ -259,6 +259,7 @@ def _grade(starting, course, options, state, tasks, templates, settings):
 
 
 CANARY = "canary-the-assignments-solution"
+CANARY_LIMIT_S = 900  # a solution's time limit, whatever the students' is
 
 
 def canary(course, client, templates, packed, settings, options):
@@ -277,7 +278,7 @@ def canary(course, client, templates, packed, settings, options):
                                inbox / "work", ""), packed[name]))
         found = cluster.run_on_every_worker(
             client, jobs, settings=settings,
-            limit_s=options.submission_timeout)
+            limit_s=max(options.submission_timeout, CANARY_LIMIT_S))
     for name, results in zip(templates, found, strict=True):
         for address, result in sorted(results.items()):
             problem = canary_problem(result)
