@@ -440,3 +440,23 @@ def test_sandbox_keeps_read_only_folders_under_tmp(tmp_path):
     result = subprocess.run(sandbox + ["--", "/bin/sh", "-c", script],
                             cwd=work, capture_output=True, text=True)
     assert result.stdout.split() == ["visible", "0", "read-only"], result
+
+
+@pytest.mark.e2e
+def test_a_worker_that_cannot_grade_the_solution_grades_nobody(tmp_path):
+    """The canary: a course whose own solution fails in the grading
+    environment (here the solution itself is wrong) stops the run before
+    any student is graded, naming the worker and the failure."""
+    course = tmp_path / "course"
+    source = course / "solutions" / ASSIGNMENT
+    source.mkdir(parents=True)
+    nbformat.write(_answer(_tiny_source(), WRONG), source / f"{NAME}.ipynb")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    folder = course / "submitted" / "right" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(_answer(_tiny_source(), RIGHT), folder / f"{NAME}.ipynb")
+    with pytest.raises(RuntimeError, match=r"worker .* cannot grade 00_tiny"
+                       r": the assignment's own solution earned 0 of 3"):
+        grade_class(_options(course, jobs=1))
+    assert not (course / "autograded").exists()
+    assert not (course / "grades.csv").exists()
