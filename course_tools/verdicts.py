@@ -308,26 +308,44 @@ def judge_check(name, hidden, table, bundles, rule_verdicts):
             f"difference from the reference {worst:.1e})")
 
 
-def decide(cell, table, rule_verdicts):
-    """Replace a test cell's outputs with the grader's verdict."""
+TIMED_OUT = ("CellTimeoutError", "KeyboardInterrupt")
+
+
+def timed_out(cell):
+    """Whether ``cell`` was stopped at the time limit."""
+    return any(o.get("ename") in TIMED_OUT for o in cell.get("outputs", []))
+
+
+def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
+    """Replace a test cell's outputs with the grader's verdict.
+    ``stopped_cell``: the index of an earlier cell stopped at the time
+    limit (``timeout`` seconds), if any."""
     bundles = _results(cell)
     stopped = _stopped_by(cell)
-    timed_out = [o for o in cell.get("outputs", [])
-                 if o.get("ename") in ("CellTimeoutError",
-                                       "KeyboardInterrupt")]
+    limit = f"{timeout} s" if timeout else "the time limit"
     outputs, failure = [], None
     for name, hidden in expected_checks(cell.source):
         try:
             line = judge_check(name, hidden, table, bundles, rule_verdicts)
         except GradingError as error:
             failure = str(error)
-            if stopped and "did not run the check" in failure:
-                failure += f"\nThe test cell stopped with {stopped}"
+            if "did not run the check" in failure:
+                if timed_out(cell):
+                    failure = (
+                        f"{name}: your code ran longer than {limit} in "
+                        "this test cell and was stopped (the check runs "
+                        "it on every case). No points.")
+                elif stopped_cell is not None:
+                    failure = (
+                        f"{name}: your code in cell {stopped_cell} ran "
+                        f"longer than {limit} and was stopped, so this "
+                        "check never ran. No points.")
+                elif stopped:
+                    failure += f"\nThe test cell stopped with {stopped}"
             break
         outputs.append(new_output("display_data",
                                   data={"text/plain": line}))
     if failure is not None:
-        outputs += timed_out
         outputs.append(new_output(
             "error", ename="GradingError", evalue=failure,
             traceback=[f"GradingError: {failure}"]))
@@ -372,8 +390,17 @@ class DecideVerdicts(NbGraderPreprocessor):
         names = sorted({name for name, _ in table})
         verdicts, flags = rule_findings(
             nb, names, released_sources(resources, self.config))
-        for cell in test_cells(nb):
-            decide(cell, table, verdicts)
+        timeout = getattr(getattr(self.config, "Execute", None),
+                          "timeout", None)
+        stopped_cell = None
+        tests = {id(cell) for cell in test_cells(nb)}
+        for index, cell in enumerate(nb.cells):
+            if id(cell) in tests:
+                decide(cell, table, verdicts, timeout=timeout,
+                       stopped_cell=stopped_cell)
+            elif cell.cell_type == "code" and timed_out(cell) \
+                    and stopped_cell is None:
+                stopped_cell = index
         nb.metadata["course_grading"] = {"flags": flags,
                                          "rules": verdicts}
         return nb, resources

@@ -87,6 +87,7 @@ EXPECTED = {
     "renamed": (3, "graded", "notebook renamed"),
     "missing": (0, "failed", "no notebook tiny.ipynb"),
     "loop": (0, "graded", "ran past the 10 s limit"),
+    "slowtest": (0, "graded", "ran past the 10 s limit"),
     "crash": (0, "failed", "the kernel died"),
     "greedy": (3, "graded", "ran out of memory"),
     "flood": (3, "graded", "over 5 MB of output: the rest was dropped"),
@@ -134,6 +135,8 @@ def _write_class(course, released):
         "snoop": SNOOP.format(course=course, package=package),
         "traceback": TRACEBACK,
         "hostile": HOSTILE,
+        "slowtest": "import time\n" + RIGHT.replace(
+            "    e = ", "    time.sleep(20)\n    e = "),
     }
     notebooks = {s: _answer(released, a) for s, a in answers.items()}
     notebooks["hostile"].cells.append(nbformat.v4.new_markdown_cell(MARKUP))
@@ -245,6 +248,12 @@ def test_csv_and_feedback(graded):
     assert "3 / 3" in pages["right"]
     assert "no maximum subtracted" in pages["wrong"]
     assert "not implemented yet" in pages["unanswered"]
+    # a timeout says where, never "an error before it" or an empty
+    # KeyboardInterrupt
+    for student in ("loop", "slowtest"):
+        assert "ran longer than 10 s" in pages[student], pages[student]
+        assert "KeyboardInterrupt" not in pages[student]
+    assert "in cell" in pages["loop"] and "test cell" in pages["slowtest"]
     assert "not valid JSON" in pages["notjson"]
     assert "0 / 3" in pages["traceback"]
     graded = course / "autograded" / "right" / ASSIGNMENT / f"{NAME}.ipynb"

@@ -286,6 +286,7 @@ def _init(d_model, n_heads, d_ff, norm_first=None):
 
 TRANSFORMER_LAYER = Exercise(
     name="TransformerLayer",
+    builds_on=(ref.FeedForward, ref.LayerNorm),
     reference=ref.TransformerLayer,
     module=True,
     seed=400,
@@ -500,6 +501,7 @@ def _decoder_init(d_model, n_heads, d_ff):
 
 DECODER_LAYER = Exercise(
     name="DecoderLayer",
+    builds_on=(ref.FeedForward, ref.LayerNorm),
     reference=ref_decoder.DecoderLayer,
     module=True,
     seed=600,

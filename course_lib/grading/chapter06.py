@@ -485,6 +485,7 @@ def _rotary_attention_visible():
 
 ROTARY_ATTENTION = Exercise(
     name="RotaryAttention",
+    builds_on=(ref.apply_rotary,),
     reference=ref.RotaryAttention,
     module=True,
     seed=661,

@@ -175,6 +175,7 @@ VIT_KEYS = ("image_size", "patch_size", "in_channels", "n_classes",
 
 PATCH_EMBEDDING = Exercise(
     name="PatchEmbedding",
+    builds_on=(ref.patchify,),
     reference=ref.PatchEmbedding,
     module=True,
     seed=720,
@@ -272,6 +273,7 @@ def _logits_and_weights(results):
 
 VISION_TRANSFORMER = Exercise(
     name="VisionTransformer",
+    builds_on=(ref.PatchEmbedding, ref.patchify),
     reference=ref.VisionTransformer,
     module=True,
     seed=760,

@@ -66,6 +66,9 @@ class Exercise:
     forbidden_torch: frozenset = frozenset()  # PyTorch names
     forbidden_aten: frozenset = frozenset()  # ATen op names
     forbidden_reference: tuple = ()  # course_lib objects
+    # course_lib objects an answer may build on (another exercise of the
+    # chapter asks for them): they stay in the grading kernel
+    builds_on: tuple = ()
     shortcut_advice: str = ""
     properties: tuple = ()  # (case, outputs) -> message or None
     module: bool = False

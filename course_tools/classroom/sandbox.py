@@ -220,8 +220,7 @@ def _keep(plan):
     """The connection file and the kept files, given to the kernel."""
     uid = plan["uid"]
     for name, (path, data) in plan["keep"].items():
-        inside = path if path.startswith("/tmp/") else \
-            f"/tmp/.course/{os.path.basename(path)}"
+        inside = f"/tmp/.course/{os.path.basename(path)}"
         os.makedirs(os.path.dirname(inside), mode=0o755, exist_ok=True)
         with open(inside, "wb") as handle:
             handle.write(data)

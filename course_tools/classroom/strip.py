@@ -27,7 +27,11 @@ package in which
   original code.
 
 What an answer may use stays: chapter 3's kernel keeps chapter 2's
-``scaled_dot_product_attention``. What is removed is derived from the
+``scaled_dot_product_attention``; within a chapter, what an exercise's
+specification says its answer may build on (``builds_on``: chapter 4's
+``TransformerLayer`` on ``FeedForward`` and ``LayerNorm``) stays with
+all it uses, and the exercise that asks for it is then guarded by the
+rules alone. What is removed is derived from the
 specifications, never listed by hand (:func:`removed`), and
 ``tests/test_strip.py`` checks it per exercise.
 """
@@ -77,7 +81,8 @@ def _owner(obj):
 def removed(names):
     """``{module: {top-level names}}`` to take out for exercises
     ``names``: the references, the forbidden course objects and the
-    private helpers they use (see the module's docstring)."""
+    private helpers they use, less what stays (:func:`kept`; see the
+    module's docstring)."""
     from course_lib.grading import exercise
 
     table = {}
@@ -91,9 +96,27 @@ def removed(names):
             # VisionTransformer on chapter 4's encoder): it stays.
             if owner and home and owner[0] == home[0]:
                 table.setdefault(owner[0], set()).add(owner[1])
+    keep = kept(names)
     for module, found in table.items():
-        found |= _private_closure(module, found)
-    return table
+        found |= _closure(module, found)
+        found -= keep.get(module, set())
+    return {module: found for module, found in table.items() if found}
+
+
+def kept(names):
+    """``{module: {names}}`` that stay although an exercise of ``names``
+    asks for them: what another exercise builds on (``builds_on``) and
+    what that uses in its module."""
+    from course_lib.grading import exercise
+
+    found = {}
+    for name in names:
+        for obj in exercise(name).builds_on:
+            owner = _owner(obj)
+            if owner:
+                found.setdefault(owner[0], set()).add(owner[1])
+    return {module: names | _closure(module, names, private=False)
+            for module, names in found.items()}
 
 
 def _definitions(tree):
@@ -103,9 +126,9 @@ def _definitions(tree):
                                  ast.ClassDef))}
 
 
-def _private_closure(module, names):
-    """The private top-level names of ``module`` used by ``names``,
-    transitively."""
+def _closure(module, names, private=True):
+    """The top-level names of ``module`` (private ones only, with
+    ``private``) that ``names`` use, transitively."""
     source = inspect.getsource(importlib.import_module(module))
     defs = _definitions(ast.parse(source))
     todo, seen = [n for n in names if n in defs], set(names)
@@ -114,8 +137,9 @@ def _private_closure(module, names):
         for sub in ast.walk(node):
             used = sub.id if isinstance(sub, ast.Name) else \
                 sub.attr if isinstance(sub, ast.Attribute) else None
-            if (used and used.startswith("_") and not used.startswith("__")
-                    and used in defs and used not in seen):
+            if (used and used in defs and used not in seen
+                    and (not private or used.startswith("_")
+                         and not used.startswith("__"))):
                 seen.add(used)
                 todo.append(used)
     return seen - set(names)

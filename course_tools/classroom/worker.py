@@ -288,7 +288,9 @@ def _events(cell, timeout):
     found = []
     for output in cell.get("outputs", []):
         name = output.get("ename")
-        if name == "CellTimeoutError" or name == "KeyboardInterrupt":
+        if name in ("CellTimeoutError", "KeyboardInterrupt") or (
+                name == "GradingError"
+                and "was stopped" in str(output.get("evalue", ""))):
             found.append(f"a cell ran past the {timeout} s limit and was "
                          "stopped")
         elif name == "MemoryError":
