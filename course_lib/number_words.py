@@ -59,26 +59,24 @@ def _group(n, offset):
 
 
 def word_sources(n):
-    """``[(word, [digit positions]), ...]`` for ``0 <= n <= 999,999``:
-    each word of :func:`number_to_words` with the positions (in the
-    digits of ``str(n)``) it depends on; "thousand" reads the digits of
-    the thousands."""
+    """``[(word, [source positions]), ...]`` for ``0 <= n <= 999,999``:
+    each word of :func:`number_to_words` with the positions of the digits
+    it depends on in :func:`encode_numbers`'s source (six wide, the units
+    digit at position 5); "thousand" reads every digit of the
+    thousands."""
     if isinstance(n, bool) or not isinstance(n, int) or not (
             0 <= n <= MAX_NUMBER):
         raise ValueError(f"n must be an int in 0 .. {MAX_NUMBER}, got "
                          f"{n!r}")
     if n == 0:
-        return [("zero", [0])]
-    width = len(str(n))
-    shift = 6 - width  # the digits of str(n) are the last `width` of 6
+        return [("zero", [5])]
     thousands, units = divmod(n, 1000)
     out = []
     if thousands:
-        group = _group(thousands, -shift)
-        out += group
-        out.append(("thousand", list(range(0, width - 3))))
-    out += _group(units, 3 - shift)
-    return [(w, [p for p in pos if p >= 0]) for w, pos in out]
+        out += _group(thousands, 0)
+        first = 6 - len(str(n))  # the position of the leading digit
+        out.append(("thousand", list(range(first, 3))))
+    return out + _group(units, 3)
 
 
 def number_to_words(n):
@@ -89,11 +87,12 @@ def number_to_words(n):
 
 def encode_numbers(numbers):
     """``src (B, 6)``: the decimal digits of each number as indices of
-    :data:`SOURCE_VOCAB`, padded with ``PAD`` on the right."""
+    :data:`SOURCE_VOCAB`, right-aligned (padded with ``PAD`` on the
+    left), so that position 5 always holds the units, 4 the tens..."""
     src = torch.full((len(numbers), 6), PAD, dtype=torch.int64)
     for b, n in enumerate(numbers):
         digits = [int(c) + 1 for c in str(int(n))]
-        src[b, :len(digits)] = torch.tensor(digits)
+        src[b, 6 - len(digits):] = torch.tensor(digits)
     return src
 
 
@@ -189,7 +188,7 @@ def sample_numbers(count, generator, exclude=()):
 # The recipe of chapter 9, measured by benchmarks/seq2seq_seeds.py.
 NUMBERS_RECIPE = {
     "d_model": 64, "n_heads": 4, "d_ff": 128, "n_encoder_layers": 2,
-    "n_decoder_layers": 2, "steps": 600, "batch_size": 128, "lr": 3e-3,
+    "n_decoder_layers": 2, "steps": 300, "batch_size": 128, "lr": 3e-3,
     "warmup": 50, "weight_decay": 0.01, "label_smoothing": 0.0,
 }
 
