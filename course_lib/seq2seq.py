@@ -24,7 +24,8 @@ from course_lib.multihead import MultiHeadAttention
 from course_lib.positional import LearnedPositionalEmbedding
 
 __all__ = ["DecoderLayer", "TransformerDecoder", "Transformer",
-           "Seq2SeqTransformer", "decoder_masks", "greedy_decode"]
+           "Seq2SeqTransformer", "decoder_masks", "greedy_decode",
+           "input_dependence"]
 
 
 class DecoderLayer(nn.Module):
@@ -399,3 +400,27 @@ def greedy_decode(model, src, *, bos_id, eos_id, pad_id, max_len):
         if bool(finished.all()):
             break
     return prefix[:, 1:]  # (B, T_out): without <bos>
+
+
+def input_dependence(model, src, tgt):
+    """Which target inputs the scores of each position read, measured.
+
+    ``model(src, tgt)`` maps ``src (B, N_s)`` and ``tgt (B, N_t)`` to
+    logits ``(B, N_t, V)``. Returns ``D (N_t, N_t)``, bool: ``D[n, m]``
+    is ``True`` when replacing ``tgt[:, m]`` by the next symbol, ``(t +
+    1) % V``, moves some logit of position ``n`` by more than ``1e-6`` (in
+    some row of the batch). ``tgt`` is left as it was. A causal decoder
+    gives ``D[n, m] = False`` for every ``m > n``.
+    """
+    _require_symbols(tgt, "tgt")
+    with torch.no_grad():
+        base = model(src, tgt)  # (B, N_t, V)
+        B, N, V = base.shape
+        D = torch.zeros(N, N, dtype=torch.bool)
+        for m in range(N):
+            changed = tgt.clone()  # one position changed, the rest kept
+            changed[:, m] = (tgt[:, m] + 1) % V
+            moved = (model(src, changed) - base).abs()  # (B, N_t, V)
+            # D[n, m]: some logit of position n moved
+            D[:, m] = moved.amax(dim=(0, 2)) > 1e-6
+    return D

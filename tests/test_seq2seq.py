@@ -16,6 +16,7 @@ from course_lib.seq2seq import (
     TransformerDecoder,
     decoder_masks,
     greedy_decode,
+    input_dependence,
 )
 from tests.conftest import TOL
 
@@ -247,6 +248,29 @@ def test_greedy_decode_agrees_with_teacher_forcing():
     alone = greedy_decode(model, src[1:2], bos_id=1, eos_id=2, pad_id=0,
                           max_len=7)
     assert torch.equal(alone[0], out[1, :alone.shape[1]])
+
+
+class Leaky(Seq2SeqTransformer):
+    """The causal mask transposed: position n reads the inputs m >= n."""
+
+    def make_masks(self, src, tgt):
+        source_mask, target_mask = decoder_masks(src, tgt, pad_id=0)
+        return source_mask, target_mask.T
+
+
+def test_input_dependence_sees_the_mask():
+    src, tgt = _tokens(2, 6, 7, seed=1), _tokens(2, 5, 9, seed=2)
+    before = tgt.clone()
+    reads = input_dependence(_model(), src, tgt)
+    assert reads.dtype == torch.bool and reads.shape == (5, 5)
+    assert torch.equal(reads, causal_mask(5))  # itself and the past
+    assert torch.equal(tgt, before)  # the caller's batch is untouched
+    torch.manual_seed(0)
+    leaky = Leaky(src_vocab_size=7, tgt_vocab_size=9, max_len=8,
+                  d_model=D, n_heads=H, d_ff=D_FF,
+                  n_encoder_layers=1, n_decoder_layers=2).eval()
+    assert torch.equal(input_dependence(leaky, src, tgt),
+                       causal_mask(5).T)
 
 
 def test_bad_input():

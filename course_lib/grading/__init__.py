@@ -45,7 +45,7 @@ CHAPTER_OF = {
     "chunked_linear_attention_step": "chapter08",
     "favor_plus_features": "chapter08", "local_attention_mask": "chapter08",
     "teacher_forcing": "chapter09", "DecoderLayer": "chapter09",
-    "greedy_decode": "chapter09", "decoder_masks": "chapter09",
+    "greedy_decode": "chapter09", "input_dependence": "chapter09",
 }
 
 

@@ -426,85 +426,103 @@ GREEDY_DECODE = Exercise(
                      "take the argmax, append it."),
 )
 
-# ---------------------------------------------------------- decoder masks
+# ------------------------------------------------------- input dependence
 
 
-def _masks_with(src, tgt, *, pad_id, offset=0, transposed=False,
-                inverted_source=False):
-    """The masks with one thing changed."""
+def mixing_model(src, tgt, *, reads, table):
+    """A stand-in for a model, for the checks of :func:`input_dependence`:
+    the logits of position ``n`` are the sum of ``table[tgt[:, m]]`` over
+    the positions ``m`` with ``reads[n, m]``, plus a term of the source.
+    ``src (B, N_s)``, ``tgt (B, N_t)`` -> ``(B, N_t, V)``."""
     N = tgt.shape[-1]
-    i = torch.arange(N)
-    target = (i[:, None] <= i[None, :]) if transposed else (
-        i[None, :] <= i[:, None] + offset)
-    source = (src == pad_id) if inverted_source else (src != pad_id)
-    return source[:, None, :], target
+    mixing = reads[:N, :N].to(table.dtype)  # (N_t, N_t)
+    # logits[b, n] = sum_m reads[n, m] table[tgt[b, m]] + table[src[b, 0]]
+    return (torch.einsum("nm,bmv->bnv", mixing, table[tgt])
+            + table[src[:, :1]])
 
 
-def _wrong_masks(name, advice, **options):
-    return Misconception(name, advice,
-                         lambda src, tgt, **k: _masks_with(src, tgt, **k,
-                                                           **options))
-
-
-def mask_cases(specs, seed):
-    """One case per ``(label, source lengths, N_s, N_t, pad_id)``."""
+def dependence_cases(specs, seed):
+    """One case per ``(label, reads pattern, B, N_t, V)``; the pattern is
+    ``"causal"``, ``"future"`` (the transposed mask), ``"one ahead"`` or
+    ``"random"``."""
     cases = []
-    for i, (label, lengths, N_s, N_t, pad) in enumerate(specs):
+    for i, (label, pattern, B, N, V) in enumerate(specs):
         g = torch.Generator().manual_seed(seed + i)
-        B = len(lengths)
-        src = torch.randint(pad + 1, pad + 9, (B, N_s), generator=g)
-        src[torch.arange(N_s)[None, :] >= torch.tensor(lengths)[:, None]] \
-            = pad
-        tgt = torch.randint(pad + 1, pad + 9, (B, N_t), generator=g)
-        cases.append(Case(label, (src, tgt), kwargs=dict(pad_id=pad)))
+        ones = torch.ones(N, N, dtype=torch.bool)
+        reads = {"causal": ones.tril(), "future": ones.triu(),
+                 "one ahead": ones.tril(1),
+                 "random": torch.rand(N, N, generator=g) < 0.5}[pattern]
+        table = torch.randn(V, V, generator=g, dtype=torch.float64)
+        model = functools.partial(mixing_model, reads=reads,
+                                  table=table.to(F32))
+        src = torch.randint(0, V, (B, 3), generator=g)
+        tgt = torch.randint(0, V, (B, N), generator=g)
+        cases.append(Case(label, (model, src, tgt)))
     return cases
 
 
-def _mask_layout(case, outputs):
-    src, tgt = case.args
-    source = outputs[0]
-    B, N_s = src.shape
-    if type(source) is torch.Tensor and tuple(source.shape) in (
-            (B, N_s), (B, N_s, 1)):
-        return (f"your source mask has shape {tuple(source.shape)}; it "
-                f"must be (B, 1, N_s) = ({B}, 1, {N_s}): one row of keys "
-                "that broadcasts over every query (padding is a property "
-                "of the KEY a query reads).")
+def _dependence_with(model, src, tgt, *, transposed=False, restore=True,
+                     own_only=False):
+    """The measurement with one thing changed."""
+    base = model(src, tgt)
+    B, N, V = base.shape
+    D = torch.zeros(N, N, dtype=torch.bool)
+    work = tgt.clone()
+    for m in range(N):
+        changed = tgt.clone() if restore else work
+        changed[:, m] = (tgt[:, m] + 1) % V
+        moved = (model(src, changed) - base).abs().amax(dim=(0, 2)) > 1e-6
+        if own_only:
+            D[m, m] = moved[m]
+        else:
+            D[:, m] = moved
+    return D.T.contiguous() if transposed else D
+
+
+def _wrong_dependence(name, advice, **options):
+    return Misconception(name, advice,
+                         lambda *a: _dependence_with(*a, **options))
+
+
+def _tgt_unchanged(case, outputs, after):
+    if len(after) > 2 and (type(after[2]) is not torch.Tensor
+                           or not torch.equal(after[2], case.args[2])):
+        return ("the tgt you were given changed.\nLikely mistake: the "
+                "caller's tgt modified in place. Change a copy "
+                "(tgt.clone()) so that the caller's batch, and your next "
+                "measurement, start from the original tokens.")
     return None
 
 
-DECODER_MASKS = Exercise(
-    name="decoder_masks",
-    reference=ref.decoder_masks,
-    visible=lambda: mask_cases([
-        ("sources of 3 and 2 digits, 4 target tokens", [3, 2], 3, 4, 0),
-        ("three sources, 5 target tokens", [4, 1, 2], 4, 5, 0),
-    ], seed=960),
-    outputs=("source mask", "target mask"),
+INPUT_DEPENDENCE = Exercise(
+    name="input_dependence",
+    reference=ref.input_dependence,
+    visible=lambda: dependence_cases([
+        ("a causal model, 4 positions", "causal", 2, 4, 7),
+        ("a model that reads the future, 5 positions", "future", 3, 5, 9),
+    ], seed=980),
+    inputs_after=_tgt_unchanged,
     misconceptions=(
-        _wrong_masks(
-            "the causal mask transposed: queries see the future",
-            "query n may read key m only when m <= n (a lower "
-            "triangle). With m >= n every position reads the token it "
-            "must predict, so the training loss falls to almost 0 and "
-            "generation, which has no future, fails.", transposed=True),
-        _wrong_masks(
-            "one future token visible",
-            "the diagonal is the last key a query may read: m <= n, not "
-            "m <= n + 1. Position n's input is token n; token n + 1 is "
-            "its label.", offset=1),
-        _wrong_masks(
-            "a position cannot read itself",
-            "m <= n includes m = n: the input at position n (the last "
-            "token produced) is the most useful key.", offset=-1),
-        _wrong_masks(
-            "the source mask inverted",
-            "True where a query MAY attend: src != pad_id.",
-            inverted_source=True),
+        _wrong_dependence(
+            "rows and columns swapped",
+            "D[n, m] is about position n's scores (the row) reading input "
+            "m (the column): change input m, then fill column m with the "
+            "positions whose logits moved.", transposed=True),
+        _wrong_dependence(
+            "the input not restored between measurements",
+            "change one position at a time, starting each time from the "
+            "original tgt: otherwise the changes pile up and column m also "
+            "shows what the earlier changes moved.", restore=False),
+        _wrong_dependence(
+            "only the changed position is examined",
+            "a change at position m can move the scores of every position; "
+            "compare all N_t positions, not only position m.",
+            own_only=True),
     ),
-    properties=(_mask_layout,),
-    forbidden_reference=(ref.decoder_masks,),
-    shortcut_advice="Build both masks from comparisons of indices.",
+    forbidden_reference=(ref.input_dependence,),
+    shortcut_advice=("Measure it: change one target position at a time and "
+                     "compare the model's logits."),
 )
 
-EXERCISES = (TEACHER_FORCING, DECODER_LAYER, GREEDY_DECODE, DECODER_MASKS)
+EXERCISES = (TEACHER_FORCING, DECODER_LAYER, GREEDY_DECODE,
+             INPUT_DEPENDENCE)

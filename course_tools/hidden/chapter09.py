@@ -9,8 +9,8 @@ from course_lib.grading.chapter09 import (
     _init,
     decode_cases,
     decoder_cases,
+    dependence_cases,
     forcing_cases,
-    mask_cases,
 )
 from course_lib.grading.common import F32, F64
 
@@ -47,9 +47,11 @@ HIDDEN = {
         ("a batch of one that ends at once", 8, _STEPS, [4], (1, 2, 0),
          4),
     ], seed=950),
-    "decoder_masks": lambda: mask_cases([
-        ("one target token", [2, 1], 2, 1, 0),
-        ("pad_id 3, a source without padding", [5, 2, 5], 5, 6, 3),
-        ("a batch of one, 7 target tokens", [3], 4, 7, 0),
-    ], seed=970),
+    "input_dependence": lambda: dependence_cases([
+        ("one position ahead visible, 6 positions", "one ahead", 2, 6, 8),
+        ("a random pattern, 5 positions, a batch of one", "random", 1, 5,
+         6),
+        ("a causal model, one position", "causal", 3, 1, 5),
+        ("a random pattern, 7 positions", "random", 4, 7, 11),
+    ], seed=990),
 }

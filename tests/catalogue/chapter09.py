@@ -5,7 +5,7 @@ CHAPTER_OF = {
     "teacher_forcing": "09_encoder_decoder",
     "DecoderLayer": "09_encoder_decoder",
     "greedy_decode": "09_encoder_decoder",
-    "decoder_masks": "09_encoder_decoder",
+    "input_dependence": "09_encoder_decoder",
 }
 
 # A decoder layer on course_lib's parts whose forward is filled in.
@@ -179,27 +179,47 @@ def greedy_decode(model, src, *, bos_id, eos_id, pad_id, max_len):
     return torch.tensor([r + [pad_id] * (T - len(r)) for r in rows])
 '''),
     ],
-    "decoder_masks": [
-        ("comparisons of indices", '''
-def decoder_masks(src, tgt, *, pad_id):
+    "input_dependence": [
+        ("a loop over positions, a copy each time", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V = base.shape[-1]
     N = tgt.shape[1]
-    i = torch.arange(N)
-    return (src != pad_id).unsqueeze(1), i[None, :] <= i[:, None]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    for m in range(N):
+        other = tgt.clone()
+        other[:, m] = (other[:, m] + 1) % V
+        diff = (model(src, other) - base).abs()
+        for n in range(N):
+            D[n, m] = bool(diff[:, n].max() > 1e-6)
+    return D
 '''),
-        ("tril of ones, ne and a view", '''
-def decoder_masks(src, tgt, *, pad_id):
-    B, N_s = src.shape
-    target = torch.ones(tgt.shape[-1], tgt.shape[-1]).tril().bool()
-    return src.ne(pad_id).view(B, 1, N_s), target
+        ("every change in one batch, then compared", '''
+def input_dependence(model, src, tgt):
+    with torch.no_grad():
+        base = model(src, tgt)
+    B, N, V = base.shape
+    # copy m of the batch has position m changed: (N * B, N_t)
+    many = tgt.repeat(N, 1)
+    rows = torch.arange(N * B)
+    cols = torch.arange(N).repeat_interleave(B)
+    many[rows, cols] = (many[rows, cols] + 1) % V
+    out = model(src.repeat(N, 1), many).reshape(N, B, N, V)
+    moved = (out - base).abs().amax(dim=(1, 3))  # (m, n)
+    return (moved > 1e-6).T
 '''),
-        ("the buggy version fixed: <= turned around", '''
-def decoder_masks(src, tgt, *, pad_id):
-    N = tgt.shape[-1]
-    positions = torch.arange(N)
-    source_mask = (src != pad_id)[:, None, :]
-    # query n may read key m when m comes no later than n
-    target_mask = positions[None, :] <= positions[:, None]
-    return source_mask, target_mask
+        ("changed in place, then put back", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt).detach()
+    V = base.shape[2]
+    columns = []
+    for m in range(tgt.shape[1]):
+        saved = tgt[:, m].clone()
+        tgt[:, m] = (saved + 1) % V
+        moved = ~torch.isclose(model(src, tgt), base, rtol=0, atol=1e-6)
+        tgt[:, m] = saved
+        columns.append(moved.any(dim=2).any(dim=0))
+    return torch.stack(columns, dim=1)
 '''),
     ],
 }
@@ -308,39 +328,50 @@ def teacher_forcing(words, *, bos_id, eos_id, pad_id):
         if done.all():
             break'''),
     ],
-    "decoder_masks": [
-        ("the causal mask transposed: queries see the future", '''
-def decoder_masks(src, tgt, *, pad_id):
-    N = tgt.shape[-1]
-    positions = torch.arange(N)
-    source_mask = (src != pad_id)[:, None, :]
-    # query n may read key m when m comes no later than n
-    target_mask = positions[:, None] <= positions[None, :]
-    return source_mask, target_mask
+    "input_dependence": [
+        ("rows and columns swapped", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V, N = base.shape[-1], tgt.shape[1]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    for m in range(N):
+        other = tgt.clone()
+        other[:, m] = (other[:, m] + 1) % V
+        D[m] = (model(src, other) - base).abs().amax(dim=(0, 2)) > 1e-6
+    return D
 '''),
-        ("one future token visible", '''
-def decoder_masks(src, tgt, *, pad_id):
-    N = tgt.shape[1]
-    target = torch.ones(N, N, dtype=torch.bool).tril(diagonal=1)
-    return (src != pad_id)[:, None, :], target
+        ("the input not restored between measurements", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V, N = base.shape[-1], tgt.shape[1]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    work = tgt.clone()
+    for m in range(N):
+        work[:, m] = (work[:, m] + 1) % V
+        D[:, m] = (model(src, work) - base).abs().amax(dim=(0, 2)) > 1e-6
+    return D
 '''),
-        ("a position cannot read itself", '''
-def decoder_masks(src, tgt, *, pad_id):
-    N = tgt.shape[1]
-    target = torch.ones(N, N, dtype=torch.bool).tril(diagonal=-1)
-    return (src != pad_id)[:, None, :], target
+        ("only the changed position is examined", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V, N = base.shape[-1], tgt.shape[1]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    for m in range(N):
+        other = tgt.clone()
+        other[:, m] = (other[:, m] + 1) % V
+        D[m, m] = bool((model(src, other) - base)[:, m].abs().max() > 1e-6)
+    return D
 '''),
-        ("the source mask inverted", '''
-def decoder_masks(src, tgt, *, pad_id):
-    N = tgt.shape[1]
-    target = torch.ones(N, N, dtype=torch.bool).tril()
-    return (src == pad_id)[:, None, :], target
-'''),
-        ("it must be (B, 1, N_s)", '''
-def decoder_masks(src, tgt, *, pad_id):
-    N = tgt.shape[1]
-    target = torch.ones(N, N, dtype=torch.bool).tril()
-    return (src != pad_id)[:, :, None], target
+        ("the caller's tgt modified in place", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V, N = base.shape[-1], tgt.shape[1]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    for m in range(N):
+        original = tgt.clone()
+        tgt[:, m] = (original[:, m] + 1) % V
+        D[:, m] = (model(src, tgt) - base).abs().amax(dim=(0, 2)) > 1e-6
+    return D
 '''),
     ],
 }
@@ -349,6 +380,11 @@ def decoder_masks(src, tgt, *, pad_id):
 # (label, exercise, source, what the message must say)
 
 CHEATS = [
+    ("course_lib's input_dependence", "input_dependence", '''
+from course_lib.seq2seq import input_dependence as _measure
+def input_dependence(model, src, tgt):
+    return _measure(model, src, tgt)
+''', "course_lib's input_dependence"),
     ("course_lib's greedy_decode under an alias", "greedy_decode", '''
 from course_lib import seq2seq as _s
 _go = _s.greedy_decode
