@@ -87,7 +87,7 @@ def number_to_words(n):
 
 def encode_numbers(numbers):
     """``src (B, 6)``: the decimal digits of each number as indices of
-    :data:`SOURCE_VOCAB`, right-aligned (padded with ``PAD`` on the
+    ``SOURCE_VOCAB``, right-aligned (padded with ``PAD`` on the
     left), so that position 5 always holds the units, 4 the tens..."""
     src = torch.full((len(numbers), 6), PAD, dtype=torch.int64)
     for b, n in enumerate(numbers):
@@ -111,7 +111,7 @@ _GROUPS = _group_table()
 
 def encode_words(numbers):
     """``words (B, MAX_WORDS)``: each number's words as indices of
-    :data:`TARGET_VOCAB` (no ``<bos>`` or ``<eos>``), padded with
+    ``TARGET_VOCAB`` (no ``<bos>`` or ``<eos>``), padded with
     ``PAD``."""
     n = torch.as_tensor(numbers, dtype=torch.int64).reshape(-1)  # (B,)
     if n.numel() and (n.min() < 0 or n.max() > MAX_NUMBER):
@@ -194,7 +194,8 @@ NUMBERS_RECIPE = {
 
 
 def build_model(recipe=None, *, seed=0):
-    """The chapter's :class:`Seq2SeqTransformer`, pre-LN, seeded."""
+    """The chapter's
+    :class:`~course_lib.seq2seq.Seq2SeqTransformer`, pre-LN, seeded."""
     recipe = {**NUMBERS_RECIPE, **(recipe or {})}
     torch.manual_seed(seed)
     return Seq2SeqTransformer(

@@ -144,7 +144,8 @@ class DecoderLayer(nn.Module):
 
 class TransformerDecoder(nn.Module):
     """A stack of ``n_layers`` :class:`DecoderLayer` in ``layers``, each
-    reading the same ``memory``, and a final :class:`LayerNorm` ``norm``
+    reading the same ``memory``, and a final
+    :class:`~course_lib.layers.LayerNorm` ``norm``
     when ``final_norm`` (default: ``norm_first``; else ``nn.Identity``).
 
     ``forward(X, memory, tgt_mask=None, memory_mask=None, *,
@@ -296,8 +297,9 @@ class Seq2SeqTransformer(nn.Module):
 
     Submodules ``source_embedding`` (``nn.Embedding(src_vocab_size,
     d_model)``), ``target_embedding``, ``source_position`` and
-    ``target_position`` (:class:`~course_lib.positional.
-    LearnedPositionalEmbedding`, ``max_len`` positions), ``transformer``
+    ``target_position``
+    (:class:`~course_lib.positional.LearnedPositionalEmbedding`,
+    ``max_len`` positions), ``transformer``
     and ``output`` (``nn.Linear(d_model, tgt_vocab_size)``). With
     ``tie_embeddings=True`` the output layer's weight *is* the target
     embedding's (one parameter, as in Vaswani et al.). ``pad_id`` marks
