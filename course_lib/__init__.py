@@ -1,7 +1,8 @@
 """Reference implementations for the Transformers course.
 
 Modules, one concept each: ``attention``, ``multihead``, ``layers``,
-``complexity``, ``positional``, ``vit``, ``linear_attention``; plus the
+``complexity``, ``positional``, ``vit``, ``linear_attention``,
+``seq2seq`` (the encoder-decoder) and ``number_words`` (its task); plus the
 chapters' plotting helpers and the autograder's checks. Tokens are rows:
 ``X`` has shape ``(..., N, D)``; see each module's docstring.
 """

@@ -189,6 +189,10 @@ import json
 from course_lib.vit import seed_record
 assert seed_record() == json.loads({(ROOT / "course_lib" / "data" /
                                      "vit_seeds.json").read_text()!r})
+# ... and so is chapter 9's.
+from course_lib.number_words import seed_record as seq2seq_record
+assert seq2seq_record() == json.loads({(ROOT / "course_lib" / "data" /
+                                        "seq2seq_seeds.json").read_text()!r})
 
 # A chapter's check runs on the visible cases without the tooling.
 from course_lib.attention import softmax

@@ -49,6 +49,8 @@ CHAPTER_OF = {
     "recurrent_linear_attention_step": "chapter08",
     "chunked_linear_attention_step": "chapter08",
     "favor_plus_features": "chapter08", "local_attention_mask": "chapter08",
+    "teacher_forcing": "chapter09", "DecoderLayer": "chapter09",
+    "greedy_decode": "chapter09", "input_dependence": "chapter09",
 }
 
 
