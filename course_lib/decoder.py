@@ -1,6 +1,10 @@
-"""The decoder block of the original Transformer: masked self-attention,
-cross-attention to the encoder's output and a feed-forward network, each
-with a residual connection and a layer norm (post-LN, as in the paper).
+"""Chapter 4's decoder block: the decoder layer of the original
+Transformer (post-LN, as in the paper) whose masked self-attention
+always takes the causal mask. Masked self-attention, cross-attention to
+the encoder's output and a feed-forward network, each with a residual
+connection and a layer norm; the general layer (either norm order, any
+masks) is :class:`course_lib.seq2seq.DecoderLayer`, which this extends
+through its public ``forward``.
 
 Conventions (shared by every module of ``course_lib``): tokens are rows,
 the decoder's tokens are ``X (..., N, d_model)`` and the encoder's output
@@ -13,82 +17,39 @@ from torch import nn
 
 from course_lib._validate import require_tokens
 from course_lib.attention import causal_mask
-from course_lib.layers import FeedForward, LayerNorm
-from course_lib.multihead import MultiHeadAttention
+from course_lib.seq2seq import DecoderLayer
 
-__all__ = ["DecoderLayer"]
+__all__ = ["DecoderBlock"]
 
 
-class DecoderLayer(nn.Module):
-    """A post-LN decoder block, without dropout.
+class DecoderBlock(DecoderLayer):
+    """The post-LN decoder block of chapter 4, keyword-only
+    ``d_model, n_heads, d_ff``: parameters ``self_attention``,
+    ``cross_attention`` (:class:`~course_lib.multihead.MultiHeadAttention`),
+    ``feed_forward``, ``norm1``, ``norm2``, ``norm3``.
 
-    Submodules ``self_attention`` and ``cross_attention``
-    (:class:`~course_lib.multihead.MultiHeadAttention`), ``feed_forward``
-    (:class:`~course_lib.layers.FeedForward`) and ``norm1``, ``norm2``,
-    ``norm3`` (:class:`~course_lib.layers.LayerNorm`).
-    ``forward(X, M, *, return_attention=False)`` maps the decoder's tokens
-    ``X (..., N, d_model)`` and the encoder's output ``M (..., N_src,
-    d_model)`` to ``Y (..., N, d_model)``; token ``n`` of ``X`` attends to
-    tokens ``0 .. n`` of ``X`` (a causal mask) and to every token of
-    ``M``. With ``return_attention=True`` it returns ``(Y, A_self,
-    A_cross)``, weights ``(..., H, N, N)`` and ``(..., H, N, N_src)``.
+    ``forward(X, M)``: ``X (..., N, d_model)``, ``M (..., N_src,
+    d_model)`` -> ``Y (..., N, d_model)``; with ``return_attention=True``
+    also the weights ``A_self (..., H, N, N)`` and ``A_cross (..., H, N,
+    N_src)``. ``from_torch`` copies an ``nn.TransformerDecoderLayer``;
+    its outputs match PyTorch's with the causal ``tgt_mask``.
     """
-
-    def __init__(self, *, d_model, n_heads, d_ff):
-        super().__init__()
-        self.self_attention = MultiHeadAttention(d_model=d_model,
-                                                 n_heads=n_heads)
-        self.cross_attention = MultiHeadAttention(d_model=d_model,
-                                                  n_heads=n_heads)
-        self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.norm1 = LayerNorm(d_model=d_model)
-        self.norm2 = LayerNorm(d_model=d_model)
-        self.norm3 = LayerNorm(d_model=d_model)
-        self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
 
     def forward(self, X, M, *, return_attention=False):
         require_tokens(X, "X", self.d_model)
         require_tokens(M, "M", self.d_model)
         N = X.shape[-2]
-        causal = causal_mask(N, device=X.device)  # (N, N)
-        # Z_1 = LN_1(X + MHA(X; causal mask))            (..., N, D)
-        attended, A_self = self.self_attention(X, causal)
-        Z = self.norm1(X + attended)
-        # Z_2 = LN_2(Z_1 + MHA(queries Z_1, keys and values M))
-        attended, A_cross = self.cross_attention(Z, context=M)
-        Z = self.norm2(Z + attended)  # (..., N, D)
-        # Y = LN_3(Z_2 + FFN(Z_2))                       (..., N, D)
-        Y = self.norm3(Z + self.feed_forward(Z))
-        return (Y, A_self, A_cross) if return_attention else Y
+        # token n reads the tokens m <= n: the causal mask (N, N)
+        causal = causal_mask(N, device=X.device)
+        return super().forward(X, M, causal,
+                               return_attention=return_attention)
 
     @classmethod
     def from_torch(cls, layer):
-        """A copy of an ``nn.TransformerDecoderLayer`` with the same
-        weights: post-LN (``norm_first=False``), ReLU, ``bias=True``. In
-        eval mode the outputs match PyTorch's with ``tgt_mask`` the causal
-        mask (``tgt_is_causal``) and no memory mask. The copy takes ``(...,
-        N, D)``: for ``batch_first=False`` transpose PyTorch's input."""
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise ValueError("expected an nn.TransformerDecoderLayer, got "
-                             f"{type(layer).__name__}")
-        if layer.norm_first:
-            raise ValueError("only post-LN layers (norm_first=False) are "
-                             "supported")
-        copy = cls(d_model=layer.self_attn.embed_dim,
-                   n_heads=layer.self_attn.num_heads,
-                   d_ff=layer.linear1.out_features)
-        copy.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
-        copy.cross_attention = MultiHeadAttention.from_torch(
-            layer.multihead_attn)
-        copy.to(layer.linear1.weight.dtype)
-        pairs = ((copy.feed_forward.linear1, layer.linear1),
-                 (copy.feed_forward.linear2, layer.linear2),
-                 (copy.norm1, layer.norm1), (copy.norm2, layer.norm2),
-                 (copy.norm3, layer.norm3))
-        for ours, theirs in pairs:
-            ours.load_state_dict(theirs.state_dict())
-        for ours, theirs in ((copy.norm1, layer.norm1),
-                             (copy.norm2, layer.norm2),
-                             (copy.norm3, layer.norm3)):
-            ours.eps = theirs.eps
-        return copy.train(layer.training)
+        """A copy of a post-LN ``nn.TransformerDecoderLayer`` (see
+        :meth:`course_lib.seq2seq.DecoderLayer.from_torch`)."""
+        if isinstance(layer, nn.TransformerDecoderLayer) and \
+                layer.norm_first:
+            raise ValueError("expected a post-LN layer (norm_first=False): "
+                             "chapter 4's block is post-LN")
+        return super().from_torch(layer)

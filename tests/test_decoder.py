@@ -7,14 +7,14 @@ import torch
 from torch import nn
 
 from course_lib.attention import causal_mask
-from course_lib.decoder import DecoderLayer
+from course_lib.decoder import DecoderBlock
 from tests.conftest import TOL, counting_attention
 
 
 def _pair(dtype, D=16, H=4, d_ff=32):
     theirs = nn.TransformerDecoderLayer(D, H, d_ff, dropout=0.0,
                                         batch_first=True).to(dtype).eval()
-    return theirs, DecoderLayer.from_torch(theirs)
+    return theirs, DecoderBlock.from_torch(theirs)
 
 
 def test_matches_torch_decoder_layer(dtype):
@@ -42,7 +42,7 @@ def test_a_wrong_decoder_fails_the_comparison():
 
 def test_causal_in_the_target_and_open_to_the_source():
     torch.manual_seed(2)
-    layer = DecoderLayer(d_model=8, n_heads=2, d_ff=16)
+    layer = DecoderBlock(d_model=8, n_heads=2, d_ff=16)
     X, M = torch.randn(1, 6, 8), torch.randn(1, 4, 8)
     with torch.no_grad():
         Y, A_self, A_cross = layer(X, M, return_attention=True)
@@ -60,7 +60,7 @@ def test_causal_in_the_target_and_open_to_the_source():
 
 def test_calls_its_attention_through_forward():
     torch.manual_seed(3)
-    layer = DecoderLayer(d_model=8, n_heads=2, d_ff=16)
+    layer = DecoderBlock(d_model=8, n_heads=2, d_ff=16)
     X, M = torch.randn(2, 5, 8), torch.randn(2, 3, 8)
     with torch.no_grad():
         before = layer(X, M)
@@ -71,13 +71,13 @@ def test_calls_its_attention_through_forward():
 
 
 def test_bad_input():
-    layer = DecoderLayer(d_model=8, n_heads=2, d_ff=16)
+    layer = DecoderBlock(d_model=8, n_heads=2, d_ff=16)
     with pytest.raises(ValueError, match="d_model = 8"):
         layer(torch.randn(2, 5, 6), torch.randn(2, 3, 8))
     with pytest.raises(ValueError, match="M must have d_model = 8"):
         layer(torch.randn(2, 5, 8), torch.randn(2, 3, 4))
     with pytest.raises(ValueError, match="TransformerDecoderLayer"):
-        DecoderLayer.from_torch(nn.Linear(2, 2))
+        DecoderBlock.from_torch(nn.Linear(2, 2))
     with pytest.raises(ValueError, match="post-LN"):
-        DecoderLayer.from_torch(nn.TransformerDecoderLayer(
+        DecoderBlock.from_torch(nn.TransformerDecoderLayer(
             8, 2, 16, norm_first=True))

@@ -40,7 +40,7 @@ CHAPTERS = sorted(p.name for p in (ROOT / "solutions").iterdir()
 # under issue 12): a debugging exercise shows the broken code in a cell
 # that runs the checks it fails. Exercise -> the name of the broken
 # version, which the covering cell must define.
-KNOWN_COPIES = {"DecoderLayer": "BrokenDecoderLayer"}
+KNOWN_COPIES = {"DecoderBlock": "BrokenDecoderLayer"}
 
 
 def tokens(source):

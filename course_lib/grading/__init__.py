@@ -34,7 +34,7 @@ CHAPTER_OF = {
     "grouped_query_attention": "chapter03",
     "layer_norm": "chapter04", "FeedForward": "chapter04",
     "TransformerLayer": "chapter04", "layer_norm_backward": "chapter04",
-    "DecoderLayer": "chapter04",
+    "DecoderBlock": "chapter04",
     "attention_flops": "chapter05", "crossover_length": "chapter05",
     "attention_memory_bytes": "chapter05", "fit_power_law": "chapter05",
     "decoding_flops": "chapter05",

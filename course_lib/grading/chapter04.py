@@ -500,9 +500,9 @@ def _decoder_init(d_model, n_heads, d_ff):
 
 
 DECODER_LAYER = Exercise(
-    name="DecoderLayer",
+    name="DecoderBlock",
     builds_on=(ref.FeedForward, ref.LayerNorm),
-    reference=ref_decoder.DecoderLayer,
+    reference=ref_decoder.DecoderBlock,
     module=True,
     seed=600,
     parameter_advice=(
@@ -549,7 +549,8 @@ DECODER_LAYER = Exercise(
     ),
     forbidden_torch=TORCH_ATTENTION,
     forbidden_aten=frozenset({"_native_multi_head_attention"}),
-    forbidden_reference=(ref_decoder.DecoderLayer,),
+    forbidden_reference=(ref_decoder.DecoderBlock,
+                         ref_decoder.DecoderLayer),
     shortcut_advice=("Repair the chapter's block: three sublayers, each "
                      "with its residual connection and layer norm."),
 )

@@ -273,7 +273,8 @@ def _logits_and_weights(results):
 
 VISION_TRANSFORMER = Exercise(
     name="VisionTransformer",
-    builds_on=(ref.PatchEmbedding, ref.patchify),
+    builds_on=(ref.PatchEmbedding, ref.patchify,
+               ref_layers.TransformerEncoder),
     reference=ref.VisionTransformer,
     module=True,
     seed=760,

@@ -8,12 +8,12 @@ an instance held by another module, pickle, a resolver, ``gc``): so
 they are not in its files at all. :func:`build` writes a copy of the
 package in which
 
-- each exercise's reference, and every object of the reference's own
-  module that the exercise's specification names as a shortcut
-  (``forbidden_reference``: ``LayerNorm`` for ``layer_norm``), is
-  replaced by a stub of the same name and docstring that raises
-  :class:`NotAvailableError` when called (a ``class``: when
-  constructed);
+- each exercise's reference, and every course object that the
+  exercise's specification names as a shortcut (``forbidden_reference``:
+  ``LayerNorm`` for ``layer_norm``, chapter 9's ``DecoderLayer`` for
+  chapter 4's ``DecoderBlock``), is replaced by a stub of the same name
+  and docstring that raises :class:`NotAvailableError` when called (a
+  ``class``: when constructed);
 - so is every private module-level helper (a name starting with ``_``)
   that a removed definition uses, directly or through another removed
   helper of the same module (``_attend`` for
@@ -27,11 +27,12 @@ package in which
   original code.
 
 What an answer may use stays: chapter 3's kernel keeps chapter 2's
-``scaled_dot_product_attention``; within a chapter, what an exercise's
-specification says its answer may build on (``builds_on``: chapter 4's
-``TransformerLayer`` on ``FeedForward`` and ``LayerNorm``) stays with
-all it uses, and the exercise that asks for it is then guarded by the
-rules alone. What is removed is derived from the
+``scaled_dot_product_attention``; what an exercise's specification says
+its answer may build on (``builds_on``: chapter 4's ``TransformerLayer``
+on ``FeedForward`` and ``LayerNorm``, chapter 7's ``VisionTransformer``
+on chapter 4's encoder) stays with all it uses, even where another
+exercise of the assignment asks for it or forbids it; that exercise is
+then guarded by the rules alone. What is removed is derived from the
 specifications, never listed by hand (:func:`removed`), and
 ``tests/test_strip.py`` checks it per exercise.
 """
@@ -88,13 +89,9 @@ def removed(names):
     table = {}
     for name in names:
         spec = exercise(name)
-        home = _owner(spec.reference)
         for obj in (spec.reference, *spec.forbidden_reference):
             owner = _owner(obj)
-            # A forbidden object of another module is an earlier
-            # chapter's, which an answer may build on (chapter 7's
-            # VisionTransformer on chapter 4's encoder): it stays.
-            if owner and home and owner[0] == home[0]:
+            if owner:
                 table.setdefault(owner[0], set()).add(owner[1])
     keep = kept(names)
     for module, found in table.items():
@@ -105,18 +102,38 @@ def removed(names):
 
 def kept(names):
     """``{module: {names}}`` that stay although an exercise of ``names``
-    asks for them: what another exercise builds on (``builds_on``) and
-    what that uses in its module."""
+    asks for them or forbids them: what an exercise builds on
+    (``builds_on``) and everything of ``course_lib`` that it uses, in its
+    module or another."""
     from course_lib.grading import exercise
 
-    found = {}
+    found, todo = {}, []
     for name in names:
-        for obj in exercise(name).builds_on:
-            owner = _owner(obj)
-            if owner:
-                found.setdefault(owner[0], set()).add(owner[1])
-    return {module: names | _closure(module, names, private=False)
-            for module, names in found.items()}
+        todo += [_owner(obj) for obj in exercise(name).builds_on]
+    while todo:
+        owner = todo.pop()
+        if owner is None or owner[1] in found.get(owner[0], set()):
+            continue
+        found.setdefault(owner[0], set()).add(owner[1])
+        todo += _uses(*owner)
+    return found
+
+
+def _uses(module, name):
+    """The course_lib objects that the top-level definition ``name`` of
+    ``module`` refers to by name: ``[(module, name), ...]``."""
+    space = vars(importlib.import_module(module))
+    defs = _definitions(ast.parse(inspect.getsource(
+        importlib.import_module(module))))
+    if name not in defs:
+        return []
+    found = []
+    for node in ast.walk(defs[name]):
+        if isinstance(node, ast.Name) and node.id in space:
+            owner = _owner(space[node.id])
+            if owner and owner[0].startswith("course_lib."):
+                found.append(owner)
+    return found
 
 
 def _definitions(tree):

@@ -69,7 +69,7 @@ HIDDEN = {
         ("tokens with a large mean (300) in float32", (2, 6, 32), F32,
          {"loc": 300.0, "atol": 1e-4}, {}),
     ], seed=510),
-    "DecoderLayer": lambda: _decoder_cases([
+    "DecoderBlock": lambda: _decoder_cases([
         ("float64, 3 heads, 6 target and 2 source tokens",
          _decoder_init(12, 3, 24), (2, 6), 2, F64),
         ("one target token, 5 source tokens", _decoder_init(8, 2, 16),

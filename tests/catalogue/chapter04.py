@@ -5,7 +5,7 @@ CHAPTER_OF = {
     "FeedForward": "04_transformer_layers",
     "TransformerLayer": "04_transformer_layers",
     "layer_norm_backward": "04_transformer_layers",
-    "DecoderLayer": "04_transformer_layers",
+    "DecoderBlock": "04_transformer_layers",
 }
 
 # The chapter's broken decoder block (Exercise 4.5), with its three bugs
@@ -16,7 +16,7 @@ from course_lib import layers as ref
 from course_lib import multihead as ref_multihead
 
 
-class DecoderLayer(nn.Module):
+class DecoderBlock(nn.Module):
     def __init__(self, *, d_model, n_heads, d_ff):
         super().__init__()
         self.self_attention = ref_multihead.MultiHeadAttention(
@@ -106,14 +106,14 @@ def _layer(pre=_PRE, post=_POST):
 # ------------------------------------------------------------ correct
 
 CORRECT = {
-    "DecoderLayer": [
+    "DecoderBlock": [
         ("the three bugs repaired in place", _decoder()),
         ("nn.LayerNorm, a tril mask and one sublayer helper", '''
 from course_lib import layers as ref
 from course_lib import multihead as ref_multihead
 
 
-class DecoderLayer(nn.Module):
+class DecoderBlock(nn.Module):
     def __init__(self, *, d_model, n_heads, d_ff):
         super().__init__()
         make = ref_multihead.MultiHeadAttention
@@ -151,7 +151,7 @@ class FFN(nn.Module):
         return self.linear2(torch.relu(self.linear1(x)))
 
 
-class DecoderLayer(nn.Module):
+class DecoderBlock(nn.Module):
     def __init__(self, *, d_model, n_heads, d_ff):
         super().__init__()
         self.self_attention = ref_multihead.MultiHeadAttention(
@@ -336,7 +336,7 @@ class TransformerLayer(nn.Module):
 # --------------------------------------------------------- misconceptions
 
 WRONG = {
-    "DecoderLayer": [
+    "DecoderBlock": [
         ("the causal mask transposed", _decoder(keep=("mask",))),
         ("cross-attention reads the decoder instead of the encoder",
          _decoder(keep=("context",))),
@@ -479,11 +479,11 @@ class FeedForward(nn.Module):
 # -------------------------------------------------------------- cheats
 
 CHEATS = [
-    ("course_lib's DecoderLayer as the base class", "DecoderLayer", '''
-from course_lib.decoder import DecoderLayer as _Decoder
-class DecoderLayer(_Decoder):
+    ("course_lib's DecoderBlock as the base class", "DecoderBlock", '''
+from course_lib.decoder import DecoderBlock as _Decoder
+class DecoderBlock(_Decoder):
     pass
-''', "course_lib's DecoderLayer"),
+''', "course_lib's DecoderBlock"),
     ("autograd", "layer_norm_backward", '''
 def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
     with torch.enable_grad():
