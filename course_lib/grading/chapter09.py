@@ -12,7 +12,13 @@ import torch
 from course_lib import number_words as ref_words
 from course_lib import seq2seq as ref
 from course_lib.attention import causal_mask
-from course_lib.grading.common import F32, TORCH_ATTENTION, randn
+from course_lib.grading.common import (
+    F32,
+    TORCH_ATTENTION,
+    mixing_model,
+    randn,
+    scripted_model,
+)
 from course_lib.grading.engine import Case, Exercise, Misconception
 
 # --------------------------------------------------------- teacher forcing
@@ -298,17 +304,6 @@ DECODER_LAYER = Exercise(
 # ------------------------------------------------------------ greedy decode
 
 
-def scripted_model(src, prefix, *, first, table):
-    """A stand-in for a trained model, for the checks of
-    :func:`greedy_decode`: the scores of the token after ``prefix[:, t]``
-    are ``table[prefix[:, t]]``, except after ``<bos>`` (position 0),
-    where they are ``first[src[:, 0]]``. ``src (B, N_s)``, ``prefix (B,
-    T)`` -> ``logits (B, T, V)``."""
-    logits = table[prefix]  # (B, T, V)
-    logits[:, 0] = first[src[:, 0]]
-    return logits
-
-
 def _chain(V, steps, seed):
     """``(first, table)`` for :func:`scripted_model`: the next token is
     ``steps[token]`` (``steps[-1]`` for what follows <bos>, by source
@@ -427,18 +422,6 @@ GREEDY_DECODE = Exercise(
 )
 
 # ------------------------------------------------------- input dependence
-
-
-def mixing_model(src, tgt, *, reads, table):
-    """A stand-in for a model, for the checks of :func:`input_dependence`:
-    the logits of position ``n`` are the sum of ``table[tgt[:, m]]`` over
-    the positions ``m`` with ``reads[n, m]``, plus a term of the source.
-    ``src (B, N_s)``, ``tgt (B, N_t)`` -> ``(B, N_t, V)``."""
-    N = tgt.shape[-1]
-    mixing = reads[:N, :N].to(table.dtype)  # (N_t, N_t)
-    # logits[b, n] = sum_m reads[n, m] table[tgt[b, m]] + table[src[b, 0]]
-    return (torch.einsum("nm,bmv->bnv", mixing, table[tgt])
-            + table[src[:, :1]])
 
 
 def dependence_cases(specs, seed):

@@ -163,3 +163,30 @@ def masked_weights_are_zero(index, mask_position):
         return None
 
     return prop
+
+
+# Stand-ins for trained models that chapter 9's cases hand a kernel (a
+# case names them, so they live here, in what a grading kernel keeps).
+
+
+def scripted_model(src, prefix, *, first, table):
+    """A stand-in for a trained model, for the checks of
+    :func:`greedy_decode`: the scores of the token after ``prefix[:, t]``
+    are ``table[prefix[:, t]]``, except after ``<bos>`` (position 0),
+    where they are ``first[src[:, 0]]``. ``src (B, N_s)``, ``prefix (B,
+    T)`` -> ``logits (B, T, V)``."""
+    logits = table[prefix]  # (B, T, V)
+    logits[:, 0] = first[src[:, 0]]
+    return logits
+
+
+def mixing_model(src, tgt, *, reads, table):
+    """A stand-in for a model, for the checks of :func:`input_dependence`:
+    the logits of position ``n`` are the sum of ``table[tgt[:, m]]`` over
+    the positions ``m`` with ``reads[n, m]``, plus a term of the source.
+    ``src (B, N_s)``, ``tgt (B, N_t)`` -> ``(B, N_t, V)``."""
+    N = tgt.shape[-1]
+    mixing = reads[:N, :N].to(table.dtype)  # (N_t, N_t)
+    # logits[b, n] = sum_m reads[n, m] table[tgt[b, m]] + table[src[b, 0]]
+    return (torch.einsum("nm,bmv->bnv", mixing, table[tgt])
+            + table[src[:, :1]])
