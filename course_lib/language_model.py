@@ -171,8 +171,11 @@ def next_token_loss(logits, tokens):
 
 def perplexity(loss):
     """``exp(loss)`` for a cross-entropy in nats: the number of equally
-    likely tokens the model is, on average, choosing among."""
-    return torch.exp(torch.as_tensor(loss, dtype=torch.float64))
+    likely tokens the model is, on average, choosing among. A tensor
+    keeps its dtype; a number gives a float."""
+    if isinstance(loss, torch.Tensor):
+        return torch.exp(loss)
+    return math.exp(loss)
 
 
 def bigram_cross_entropy(train, test, vocab_size, alpha=0.1):
