@@ -11,7 +11,6 @@ from torch.nn import functional as F
 
 from course_lib import language_model as lm
 from course_lib.layers import TransformerLayer
-from tests.conftest import TOL
 
 V, MAX_LEN = 11, 12
 
