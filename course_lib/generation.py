@@ -9,6 +9,8 @@ to ``(B, P)`` with ``valid (B, P)`` marking the real tokens (see
 takes a ``torch.Generator``, so that a seed reproduces a sample.
 """
 
+import math
+
 import torch
 from torch.nn import functional as F
 
@@ -19,6 +21,7 @@ from course_lib.multihead import merge_heads, split_heads
 __all__ = [
     "filter_logits",
     "sample_next_token",
+    "sample_top_k",
     "kv_attention_step",
     "KVCache",
     "kv_cache_bytes",
@@ -73,6 +76,36 @@ def sample_next_token(logits, *, temperature=1.0, top_k=None, top_p=None,
     return draws.reshape(logits.shape[:-1])
 
 
+def sample_top_k(logits, temperature, top_k, n_samples, seed):
+    """Temperature and top-k sampling, reproducible from a seed.
+
+    ``logits (B, V)``; ``temperature > 0``; ``top_k`` (int or ``None``:
+    every symbol). Returns ``(probs (B, V), samples (B, n_samples))``:
+    ``probs`` the softmax of the logits divided by ``temperature`` over
+    the ``top_k`` largest (the others get probability 0), and
+    ``samples`` = ``torch.multinomial(probs, n_samples, replacement=True,
+    generator=g)`` with ``g = torch.Generator().manual_seed(seed)``.
+    """
+    require_tensor(logits, "logits", min_dim=2)
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    # z = logits / T                                   (B, V)
+    z = logits / temperature
+    if top_k is not None:
+        require_positive_int(top_k, "top_k")
+        # the k largest stay, the others get -inf
+        kept = z.topk(min(top_k, z.shape[-1]), dim=-1).indices  # (B, k)
+        keep = torch.zeros_like(z, dtype=torch.bool).scatter(-1, kept, True)
+        z = z.masked_fill(~keep, float("-inf"))
+    # p = softmax(z) over the kept symbols             (B, V)
+    probs = torch.softmax(z, dim=-1)
+    g = torch.Generator().manual_seed(seed)
+    # n draws per row from p, with replacement         (B, n_samples)
+    samples = torch.multinomial(probs, n_samples, replacement=True,
+                                generator=g)
+    return probs, samples
+
+
 def kv_attention_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o,
                       n_heads):
     """Causal multi-head self-attention for ``T`` new tokens after the
@@ -112,9 +145,13 @@ def kv_attention_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o,
     K = torch.cat([K_cache, split_heads(X_new @ W_k, n_heads)], dim=-2)
     V = torch.cat([V_cache, split_heads(X_new @ W_v, n_heads)], dim=-2)
     # new token t sees key m when m <= N + t           (T, N + T)
-    mask = torch.ones(T, N + T, dtype=torch.bool).tril(diagonal=N)
-    # head_h = softmax(Q_h K_h^T / sqrt(d_head) + causal) V_h
-    heads, _ = scaled_dot_product_attention(Q, K, V, mask)
+    mask = torch.ones(T, N + T, dtype=torch.bool,
+                      device=X_new.device).tril(diagonal=N)
+    # S_h = Q_h K_h^T / sqrt(d_head), masked           (..., H, T, N + T)
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_head)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    # head_h = softmax(S_h) V_h                        (..., H, T, d_head)
+    heads = torch.softmax(scores, dim=-1) @ V
     # Y = Concat(head_1, ..., head_H) W_o              (..., T, D)
     return merge_heads(heads) @ W_o, K, V
 

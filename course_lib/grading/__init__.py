@@ -44,6 +44,8 @@ CHAPTER_OF = {
     "recurrent_linear_attention_step": "chapter08",
     "chunked_linear_attention_step": "chapter08",
     "favor_plus_features": "chapter08", "local_attention_mask": "chapter08",
+    "next_token_loss": "chapter10", "sample_top_k": "chapter10",
+    "kv_attention_step": "chapter10", "induction_scores": "chapter10",
 }
 
 
