@@ -29,7 +29,15 @@ __all__ = [
     "previous_token_scores",
     "induction_scores",
     "ablate_head",
+    "INDUCTION_RECIPE",
+    "train_induction_model",
+    "head_report",
 ]
+
+# Chapter 10's induction model (benchmarked by benchmarks/language_model.py)
+INDUCTION_RECIPE = dict(d_model=64, n_heads=2, n_layers=2, vocab_size=64,
+                        min_half=8, max_half=16, batch_size=32, steps=1500,
+                        lr=3e-3)
 
 
 def repeated_tokens(batch_size, half_length, vocab_size, *, generator):
@@ -166,3 +174,69 @@ def ablate_head(attention, head):
     finally:
         with torch.no_grad():
             columns.copy_(saved)
+
+
+def _second_half_loss(model, tokens):
+    """Next-token loss on the second half only (the first is noise)."""
+    logits = model(tokens)
+    T = tokens.shape[-1] // 2
+    return F.cross_entropy(logits[:, T:-1].flatten(0, 1),
+                           tokens[:, T + 1:].flatten())
+
+
+def train_induction_model(seed, recipe=None, *, steps=None):
+    """Train an :class:`AttentionOnlyTransformer` with ``recipe``
+    (default :data:`INDUCTION_RECIPE`) from ``seed`` on repeated
+    sequences whose half length is drawn per batch from ``min_half ..
+    max_half`` (so that no fixed offset can stand in for the repeat).
+    Returns ``(model, run)`` (see ``train_next_token``)."""
+    from course_lib.language_model import train_next_token
+
+    recipe = dict(INDUCTION_RECIPE, **(recipe or {}))
+    torch.manual_seed(seed)
+    model = AttentionOnlyTransformer(
+        vocab_size=recipe["vocab_size"], max_len=2 * recipe["max_half"],
+        d_model=recipe["d_model"], n_heads=recipe["n_heads"],
+        n_layers=recipe["n_layers"])
+    g = torch.Generator().manual_seed(seed)
+
+    def batch():
+        T = int(torch.randint(recipe["min_half"], recipe["max_half"] + 1,
+                              (1,), generator=g))
+        return repeated_tokens(recipe["batch_size"], T,
+                               recipe["vocab_size"], generator=g)
+
+    run = train_next_token(model, batch, steps=steps or recipe["steps"],
+                           lr=recipe["lr"], loss_fn=_second_half_loss,
+                           log_every=50)
+    return model, run
+
+
+@torch.no_grad()
+def head_report(model, tokens):
+    """What each head of a trained :class:`AttentionOnlyTransformer` does
+    on repeated ``tokens (B, 2 T)``: a dict with ``first_half_loss``,
+    ``second_half_loss``, ``induction`` and ``previous`` (lists of
+    per-layer lists of head scores, averaged over the batch), the
+    ``induction_head`` and ``previous_token_head`` (``(layer, head)`` of
+    the highest score in the last and the first layer) and
+    ``ablated_second_half_loss`` (each of those two heads ablated)."""
+    model.eval()
+    logits, weights = model(tokens, return_attention=True)
+    first, second = half_losses(logits, tokens)
+    induction = [induction_scores(A, tokens).mean(0).tolist()
+                 for A in weights]
+    previous = [previous_token_scores(A).mean(0).tolist() for A in weights]
+    last = len(weights) - 1
+    pick_i = (last, max(range(len(induction[last])),
+                        key=induction[last].__getitem__))
+    pick_p = (0, max(range(len(previous[0])), key=previous[0].__getitem__))
+    ablated = {}
+    for name, (layer, head) in (("induction_head", pick_i),
+                                ("previous_token_head", pick_p)):
+        with ablate_head(model.layers[layer], head):
+            ablated[name] = half_losses(model(tokens), tokens)[1]
+    return {"first_half_loss": first, "second_half_loss": second,
+            "induction": induction, "previous": previous,
+            "induction_head": pick_i, "previous_token_head": pick_p,
+            "ablated_second_half_loss": ablated}

@@ -10,6 +10,7 @@ left-padded sequences (``False`` on the padding); a sequence's positions
 count its real tokens only. Losses are in nats (natural logarithms).
 """
 
+import json
 import math
 import time
 from importlib import resources
@@ -30,7 +31,17 @@ __all__ = [
     "bigram_cross_entropy",
     "random_windows",
     "train_next_token",
+    "TEXT_RECIPE",
+    "text_data",
+    "held_out_loss",
+    "train_text_model",
+    "shipped_record",
 ]
+
+# Chapter 10's character model of the course's prose (benchmarked by
+# benchmarks/language_model.py): the model, the windows and the training.
+TEXT_RECIPE = dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, context=64,
+                   batch_size=16, steps=900, lr=1e-2, held_out=0.1)
 
 
 class CharVocabulary:
@@ -251,3 +262,52 @@ def train_next_token(model, make_batch, *, steps, lr=3e-3,
     return {"losses": losses, "log": log,
             "cpu_seconds": time.process_time() - cpu,
             "wall_seconds": time.perf_counter() - wall}
+
+
+def text_data(held_out=0.1):
+    """``(vocabulary, train (N_train,), test (N_test,))``: the course's
+    prose as characters, its last ``held_out`` fraction held out (whole
+    chapters the model never trains on)."""
+    text = load_course_prose()
+    vocabulary = CharVocabulary(text)
+    data = vocabulary.encode(text)
+    split = int(len(data) * (1 - held_out))
+    return vocabulary, data[:split], data[split:]
+
+
+@torch.no_grad()
+def held_out_loss(model, test, context):
+    """:func:`next_token_loss` of ``model`` over ``test (N,)`` cut into
+    consecutive windows of ``context`` tokens (a float, in nats)."""
+    model.eval()
+    n = len(test) // context
+    windows = test[:n * context].reshape(n, context)  # (windows, context)
+    return float(next_token_loss(model(windows), windows))
+
+
+def train_text_model(seed, recipe=None, *, data=None, steps=None):
+    """Train a :class:`LanguageModel` with ``recipe`` (default
+    :data:`TEXT_RECIPE`) on ``data = text_data(...)`` from ``seed``.
+    Returns ``(model, run)`` with ``run`` from :func:`train_next_token`
+    plus ``held_out_loss``."""
+    recipe = dict(TEXT_RECIPE, **(recipe or {}))
+    vocabulary, train, test = data or text_data(recipe["held_out"])
+    torch.manual_seed(seed)
+    model = LanguageModel(
+        vocab_size=len(vocabulary), max_len=recipe["context"],
+        d_model=recipe["d_model"], n_heads=recipe["n_heads"],
+        d_ff=recipe["d_ff"], n_layers=recipe["n_layers"])
+    g = torch.Generator().manual_seed(seed)
+    run = train_next_token(
+        model, lambda: random_windows(train, recipe["batch_size"],
+                                      recipe["context"], g),
+        steps=steps or recipe["steps"], lr=recipe["lr"], log_every=50)
+    run["held_out_loss"] = held_out_loss(model, test, recipe["context"])
+    return model, run
+
+
+def shipped_record(name):
+    """The record ``course_lib/data/<name>.json`` that a benchmark wrote
+    (``"language_model"`` or ``"kv_cache"``), as a dict."""
+    data = resources.files("course_lib") / "data" / f"{name}.json"
+    return json.loads(data.read_text(encoding="utf-8"))
