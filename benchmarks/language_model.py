@@ -21,6 +21,7 @@ machine inflates the wall clock several times, the CPU time little).
   layer 1, and the loss on the repeat with each of the two heads
   ablated.
 
+A part run with no seeds keeps the figures of the record it replaces.
 Writes ``language_model.latest.json`` here and the same record to
 ``course_lib/data/language_model.json``, which chapter 10 prints.
 
@@ -152,15 +153,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    # a part not run (no seeds given) keeps its figures of the last run
+    previous = json.loads(args.out.read_text()) if args.out.exists() \
+        else {}
     figures = {
         "date": date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                    f"Python {platform.python_version()}, "
                    f"torch {torch.__version__}, 1 thread",
         "load_average_at_start": load,
-        "text": text_runs(args.text_seeds) if args.text_seeds else None,
+        "text": text_runs(args.text_seeds) if args.text_seeds
+        else previous.get("text"),
         "induction": induction_runs(args.induction_seeds)
-        if args.induction_seeds else None,
+        if args.induction_seeds else previous.get("induction"),
     }
     text = json.dumps(figures, indent=1) + "\n"
     args.out.write_text(text)

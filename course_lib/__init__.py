@@ -1,7 +1,9 @@
 """Reference implementations for the Transformers course.
 
 Modules, one concept each: ``attention``, ``multihead``, ``layers``,
-``complexity``, ``positional``, ``vit``, ``linear_attention``; plus the
+``complexity``, ``positional``, ``vit``, ``linear_attention``,
+``sequence_model``, ``language_model``, ``generation``, ``induction``;
+plus the
 chapters' plotting helpers and the autograder's checks. Tokens are rows:
 ``X`` has shape ``(..., N, D)``; see each module's docstring.
 """
