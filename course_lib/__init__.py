@@ -3,9 +3,8 @@
 Modules, one concept each: ``attention``, ``multihead``, ``layers``,
 ``complexity``, ``positional``, ``vit``, ``linear_attention``,
 ``sequence_model``, ``language_model``, ``generation``, ``induction``;
-plus the
-chapters' plotting helpers and the autograder's checks. Tokens are rows:
-``X`` has shape ``(..., N, D)``; see each module's docstring.
+plus the chapters' plotting helpers and the autograder's checks. Tokens
+are rows: ``X`` has shape ``(..., N, D)``; see each module's docstring.
 """
 
 __version__ = "0.1.0"

@@ -133,3 +133,23 @@ def test_bad_input():
                                          n_heads=2, n_layers=1)
     with pytest.raises(ValueError, match="1 <= N <= 4"):
         model(torch.zeros(1, 5, dtype=torch.long))
+
+
+def test_a_short_training_and_the_head_report():
+    """A few steps of the recipe run; the report has one score per head
+    and names heads of the first and the last layer."""
+    model, run = ind.train_induction_model(0, dict(steps=3, batch_size=4))
+    assert len(run["losses"]) == 3 and not model.training
+    tokens = ind.repeated_tokens(8, 6, ind.INDUCTION_RECIPE["vocab_size"],
+                                 generator=torch.Generator().manual_seed(1))
+    report = ind.head_report(model, tokens)
+    H = ind.INDUCTION_RECIPE["n_heads"]
+    assert [len(r) for r in report["induction"]] == [H, H]
+    assert report["induction_head"][0] == 1
+    assert report["previous_token_head"][0] == 0
+    assert set(report["ablated_second_half_loss"]) == {
+        "induction_head", "previous_token_head"}
+    W = [m.W_o.weight.clone() for m in model.layers]
+    ind.head_report(model, tokens)  # the ablations restore the weights
+    assert all(torch.equal(a, m.W_o.weight)
+               for a, m in zip(W, model.layers, strict=True))

@@ -185,3 +185,16 @@ def test_bad_input():
                                 2, 0.0)
     with pytest.raises(ValueError, match="too short"):
         lm.random_windows(torch.arange(5), 2, 5, torch.Generator())
+
+
+def test_text_data_recipe_and_records():
+    vocab, train, test = lm.text_data(0.1)
+    assert abs(len(test) / (len(train) + len(test)) - 0.1) < 1e-3
+    assert int(train.max()) < len(vocab)
+    model, run = lm.train_text_model(
+        0, dict(steps=2, batch_size=2, context=16, d_model=16, d_ff=32),
+        data=(vocab, train[:5000], test[:400]))
+    assert len(run["losses"]) == 2
+    assert run["held_out_loss"] == lm.held_out_loss(model, test[:400], 16)
+    for name in ("language_model", "kv_cache"):
+        assert lm.shipped_record(name)["date"]

@@ -190,6 +190,13 @@ from course_lib.vit import seed_record
 assert seed_record() == json.loads({(ROOT / "course_lib" / "data" /
                                      "vit_seeds.json").read_text()!r})
 
+# Chapter 10's corpus and records are package data of the wheel too.
+from course_lib.language_model import load_course_prose, shipped_record
+assert load_course_prose() == {(ROOT / "course_lib" / "data" /
+                                "course_prose.txt").read_text()!r}
+for name in ("language_model", "kv_cache"):
+    assert shipped_record(name)["date"], name
+
 # A chapter's check runs on the visible cases without the tooling.
 from course_lib.attention import softmax
 from course_lib.grading import check
