@@ -15,8 +15,8 @@ import torch
 from torch.nn import functional as F
 
 from course_lib._validate import require_positive_int, require_tensor
-from course_lib.attention import scaled_dot_product_attention
-from course_lib.multihead import merge_heads, split_heads
+from course_lib.attention import _attend
+from course_lib.multihead import _merge, _split, merge_heads, split_heads
 
 __all__ = [
     "filter_logits",
@@ -251,14 +251,15 @@ def _cached_attention(attention, X, cache, layer, mask):
     """The output of ``attention`` (a MultiHeadAttention) for the new
     rows ``X (B, T, D)``, its keys and values written to ``cache``."""
     H = attention.n_heads
-    # projections of the new tokens only             (B, H, T, d_head)
-    Q = split_heads(attention.W_q(X), H)
-    K, V = cache.write(layer, split_heads(attention.W_k(X), H),
-                       split_heads(attention.W_v(X), H))
+    # projections of the new tokens only (the inputs were checked once,
+    # by cached_forward: the unchecked cores follow)  (B, H, T, d_head)
+    Q = _split(attention.W_q(X), H)
+    K, V = cache.write(layer, _split(attention.W_k(X), H),
+                       _split(attention.W_v(X), H))
     # K, V: every token so far                       (B, H, N + T, d_head)
-    heads, _ = scaled_dot_product_attention(Q, K, V, mask)
+    heads, _ = _attend(Q, K, V, mask)
     # MHA = Concat(heads) W_o + b_o                  (B, T, D)
-    return attention.W_o(merge_heads(heads))
+    return attention.W_o(_merge(heads))
 
 
 def cached_forward(model, tokens, cache, valid=None):
