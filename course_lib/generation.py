@@ -262,11 +262,29 @@ def _cached_attention(attention, X, cache, layer, mask):
     return attention.W_o(_merge(heads))
 
 
+def _require_plain_layers(model):
+    """The cached path replays TransformerLayer's equations with the
+    projections of its MultiHeadAttention: a subclass that changes
+    either's forward would not run, so it is refused."""
+    from course_lib.layers import TransformerLayer
+    from course_lib.multihead import MultiHeadAttention
+
+    for layer in model.encoder.layers:
+        if type(layer) is not TransformerLayer or type(
+                layer.attention) is not MultiHeadAttention:
+            raise ValueError(
+                "the KV cache runs course_lib's TransformerLayer and "
+                "MultiHeadAttention only, got "
+                f"{type(layer).__name__} with "
+                f"{type(layer.attention).__name__}; use use_cache=False")
+
+
 def cached_forward(model, tokens, cache, valid=None):
     """Run ``model`` (a LanguageModel) on ``tokens (B, T)`` that follow
     the ``cache.length`` tokens in ``cache``; append their keys and
     values; return ``logits (B, T, V)``, equal to the last ``T`` rows of
     ``model`` on the whole sequence. ``valid (B, T)``: see the module."""
+    _require_plain_layers(model)
     B, T = tokens.shape
     if valid is None:
         valid = torch.ones(B, T, dtype=torch.bool, device=tokens.device)

@@ -168,6 +168,24 @@ def test_the_same_seed_gives_the_same_sample():
     assert not all(torch.equal(x, y) for x, y in zip(a, c, strict=True))
 
 
+def test_a_subclassed_layer_is_refused_by_the_cache():
+    """The cache replays the layer's equations: a layer whose forward was
+    changed would silently not run, so the cache refuses it."""
+    from course_lib.multihead import MultiHeadAttention
+
+    class Louder(MultiHeadAttention):
+        def forward(self, X, mask=None, **kwargs):
+            Y, A = super().forward(X, mask)
+            return 2 * Y, A
+
+    m = model()
+    m.encoder.layers[1].attention = Louder(d_model=16, n_heads=2)
+    with pytest.raises(ValueError, match="use_cache=False"):
+        gen.generate(m, [torch.tensor([1, 2])], max_new_tokens=3)
+    assert len(gen.generate(m, [torch.tensor([1, 2])], max_new_tokens=3,
+                            use_cache=False)[0]) == 5
+
+
 def test_left_pad():
     tokens, valid = gen.left_pad([torch.tensor([5, 6]), torch.tensor([7])])
     assert tokens.tolist() == [[5, 6], [0, 7]]
