@@ -5,6 +5,7 @@ dependencies, every public module imports and the README's example runs.
 """
 
 import ast
+import hashlib
 import os
 import re
 import shlex
@@ -193,6 +194,15 @@ assert seed_record() == json.loads({(ROOT / "course_lib" / "data" /
 from course_lib.number_words import seed_record as seq2seq_record
 assert seq2seq_record() == json.loads({(ROOT / "course_lib" / "data" /
                                         "seq2seq_seeds.json").read_text()!r})
+
+# Chapter 10's corpus and records are package data of the wheel too.
+import hashlib
+from course_lib.language_model import load_course_prose, shipped_record
+assert hashlib.sha256(load_course_prose().encode()).hexdigest() == {
+    hashlib.sha256((ROOT / "course_lib" / "data" / "course_prose.txt")
+                   .read_bytes()).hexdigest()!r}
+for name in ("language_model", "kv_cache"):
+    assert shipped_record(name)["date"], name
 
 # A chapter's check runs on the visible cases without the tooling.
 from course_lib.attention import softmax

@@ -1,0 +1,59 @@
+"""Hidden cases of chapter10: inputs the student never sees before grading.
+
+They stay with the instructor: the grader hands them to a kernel only
+while it grades a submission, and compares the results in its own
+process."""
+
+from course_lib.grading.chapter10 import (
+    attention_case,
+    logits_and_tokens,
+    sampling_case,
+    step_case,
+)
+from course_lib.grading.common import F64
+from course_lib.grading.engine import Case
+
+HIDDEN = {
+    "next_token_loss": lambda: [
+        Case("a (2, 3) batch of 7 tokens in float64, V = 5",
+             logits_and_tokens((2, 3, 7), 5, seed=1051, dtype=F64)),
+        Case("two tokens, V = 2", logits_and_tokens((4, 2), 2, seed=1052)),
+        Case("sharp logits (scale 20)",
+             logits_and_tokens((2, 9), 13, seed=1053, scale=20.0)),
+        Case("one sequence of 40 tokens, V = 96",
+             logits_and_tokens((40,), 96, seed=1054)),
+    ],
+    "sample_top_k": lambda: [
+        Case("float64, temperature 0.7, top_k = 5, 30 samples",
+             sampling_case(4, 12, 0.7, 5, 30, seed=1061, dtype=F64)),
+        Case("top_k = 1 (greedy in disguise)",
+             sampling_case(3, 8, 1.0, 1, 10, seed=1062)),
+        Case("top_k larger than V", sampling_case(2, 5, 1.5, 9, 12,
+                                                  seed=1063)),
+        Case("a cold temperature 0.1, top_k = 2",
+             sampling_case(2, 7, 0.1, 2, 25, seed=1064)),
+        Case("one row, V = 96, temperature 1.2, top_k = 10, 100 samples",
+             sampling_case(1, 96, 1.2, 10, 100, seed=1065)),
+    ],
+    "kv_attention_step": lambda: [
+        Case("an empty cache: 4 new tokens (the prompt)",
+             step_case((2,), 0, 4, 8, 2, seed=1071)),
+        Case("a (2, 3) batch in float64, 2 new after 6 cached, H = 4",
+             step_case((2, 3), 6, 2, 16, 4, seed=1076, dtype=F64)),
+        Case("one head, one new token after 9 cached",
+             step_case((), 9, 1, 6, 1, seed=1081)),
+        Case("5 new after 1 cached, H = 3",
+             step_case((2,), 1, 5, 12, 3, seed=1086)),
+    ],
+    "induction_scores": lambda: [
+        Case("a (2, 2) batch of repeated sequences in float64",
+             attention_case((2, 2), 2, 12, 8, seed=1091, dtype=F64,
+                            repeat=True)),
+        Case("sharp weights, 16 tokens from 4 symbols",
+             attention_case((3,), 4, 16, 4, seed=1092, sharp=4.0)),
+        Case("one head, 20 tokens from 2 symbols",
+             attention_case((), 1, 20, 2, seed=1093)),
+        Case("repeated sequences of 2 x 12 from 30 symbols",
+             attention_case((4,), 2, 24, 30, seed=1094, repeat=True)),
+    ],
+}
