@@ -212,6 +212,7 @@ KV_ATTENTION_STEP = Exercise(
     ),
     forbidden_torch=TORCH_ATTENTION | SDPA_TORCH,
     forbidden_aten=SDPA_ATEN,
+    builds_on=(ref_multihead.split_heads, ref_multihead.merge_heads),
     forbidden_reference=(ref_gen.kv_attention_step,
                          ref_multihead.multi_head_attention,
                          ref_multihead.MultiHeadAttention),
