@@ -121,6 +121,8 @@ def probed(chapter, folder):
 def all_probed(folder):
     from concurrent.futures import ThreadPoolExecutor
 
+    for chapter in CHAPTERS:  # ast.parse is not safe in threads (3.11)
+        built(chapter, folder)
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip(CHAPTERS, pool.map(
             lambda c: probe_chapter(c, folder), CHAPTERS), strict=True))
