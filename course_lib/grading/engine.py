@@ -268,10 +268,13 @@ def _stopped(exercise, case, outcome, what):
             "code.")
     error = outcome.get("error")
     if error is not None:
+        place = outcome.get("where")
+        place = f"\nIt raised at {place}" if type(place) is str else ""
         if outcome.get("stage") == "init":
             args = ", ".join(f"{k}={v!r}" for k, v in case.init.items())
-            raise GradingError(f"{exercise.name}({args}) raised {error}")
-        raise GradingError(f"{what} raised {error}")
+            raise GradingError(f"{exercise.name}({args}), for "
+                               f"{case.label}, raised {error}{place}")
+        raise GradingError(f"{what} raised {error}{place}")
     if "not_module" in outcome:
         raise GradingError(
             f"{exercise.name} should be an nn.Module subclass, got "
