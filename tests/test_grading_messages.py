@@ -15,23 +15,31 @@ import torch
 from torch import nn
 
 from course_lib import attention as ref
-from course_lib.grading import GradingError, check, exercise, source_of
+from course_lib.grading import (
+    GradingError,
+    _shortcuts,
+    check,
+    exercise,
+    source_of,
+)
 from course_lib.grading.engine import judge, payload, run
 from course_lib.grading.harness import evaluate
 from course_tools import verdicts
 from course_tools.classroom import feedback, worker
-from tests.test_grading import rules_verdict
+from tests.catalogue import CHEATS, CORRECT, WRONG
+from tests.test_grading import SETUP, rules_verdict
 
 SDPA = "scaled_dot_product_attention"
 
 
-def cell(source, number):
+def cell(source, number, namespace=None):
     """Run ``source`` the way IPython runs a cell: compiled under a file
     name that only ``linecache`` knows. Return its namespace."""
     name = f"/tmp/ipykernel_0/cell{number}_{abs(hash(source))}.py"
     linecache.cache[name] = (len(source), None, source.splitlines(True),
                              name)
-    namespace = {"__name__": "__main__", "torch": torch, "nn": nn}
+    if namespace is None:
+        namespace = {"__name__": "__main__", "torch": torch, "nn": nn}
     exec(compile(source, name, "exec"), namespace)
     return namespace
 
@@ -217,6 +225,29 @@ def test_an_honest_notebook_class_keeps_its_tick(capsys):
     assert "setattr(self, name" in source_of(student)[0]
     check("SelfAttention", student)
     assert "\u2713 SelfAttention" in capsys.readouterr().out
+
+
+def test_the_local_rules_agree_with_the_graders_on_the_catalogue():
+    """Every catalogue answer (right, wrong and cheating), run as a
+    notebook cell: the local check refuses it exactly when the grader's
+    rules do (14 of them, all classes, once passed locally)."""
+    entries = [(e, s) for e, items in CORRECT.items() for _, s in items]
+    entries += [(e, s) for e, items in WRONG.items() for _, s in items]
+    entries += [(e, s) for _, e, s, _ in CHEATS]
+    disagree = []
+    for number, (name, source) in enumerate(entries):
+        namespace = {"__name__": "__main__"}
+        exec(SETUP, namespace)
+        student = cell(source, f"catalogue{number}", namespace)[name]
+        try:
+            _shortcuts(exercise(name), student)
+            local = None
+        except GradingError as error:
+            local = str(error)
+        graders, _ = rules_verdict(name, source)
+        if (local is None) != (graders is None):
+            disagree.append((name, source.splitlines()[0], local, graders))
+    assert not disagree, disagree
 
 
 # ------------------------------------------- remarks for the instructor
