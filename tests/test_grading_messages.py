@@ -8,6 +8,7 @@ import dataclasses
 import inspect
 import linecache
 import textwrap
+import traceback
 
 import nbformat
 import pytest
@@ -137,6 +138,16 @@ def test_a_hidden_crash_shows_the_line_number_not_the_text():
         dict(outcome, where="the inputs were 0.25, 0.5"))
 
 
+def test_the_local_check_shows_no_frame_of_the_engine():
+    student = cell(CRASH, 7)["softmax"]
+    with pytest.raises(GradingError) as failure:
+        check("softmax", student)
+    files = {frame.filename for frame in traceback.extract_tb(
+        failure.value.__traceback__)}
+    assert not any(f.endswith(("engine.py", "harness.py")) for f in files)
+    assert "line 6 of your cell" in str(failure.value)
+
+
 def test_a_crash_in_a_modules_forward_names_its_line():
     source = textwrap.dedent("""\
         class SelfAttention(nn.Module):
@@ -186,6 +197,25 @@ def test_the_local_check_applies_the_rules_to_a_notebook_class():
     graders, _ = rules_verdict("MultiHeadAttention", SUBCLASS)
     assert graders and "course_lib's MultiHeadAttention" in graders
     assert local == graders.replace("cell 1, ", ""), (local, graders)
+
+
+def test_the_rules_see_a_class_ipython_defined(capsys):
+    """The same through IPython's own shell, which registers each cell
+    in ``linecache`` under a name of its own."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False  # writes nothing to ~/.ipython
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_cell(SUBCLASS)
+        shell.run_cell("from course_lib.grading import check\n"
+                       "check('MultiHeadAttention', MultiHeadAttention)")
+    finally:
+        InteractiveShell.clear_instance()
+    shown = capsys.readouterr().out
+    assert "calls course_lib's MultiHeadAttention" in shown, shown
 
 
 def test_a_class_without_methods_of_its_own_is_found_in_its_cell():

@@ -85,8 +85,14 @@ def check(exercise_name, obj, *, hidden=False):
     if not callable(obj):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
-    _shortcuts(spec, obj)
-    print("\u2713 " + engine_run(spec, obj))
+    try:
+        _shortcuts(spec, obj)
+        line = engine_run(spec, obj)
+    except GradingError as error:
+        # one frame of ours, not the engine's: the message names the
+        # student's own line
+        raise GradingError(str(error)) from None
+    print("\u2713 " + line)
 
 
 def engine_run(spec, obj):

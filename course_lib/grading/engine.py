@@ -269,7 +269,9 @@ def _stopped(exercise, case, outcome, what):
     error = outcome.get("error")
     if error is not None:
         place = outcome.get("where")
-        place = f"\nIt raised at {place}" if type(place) is str else ""
+        # one line, however long the kernel made it
+        place = (f"\nIt raised at {' '.join(place.split())[:400]}"
+                 if type(place) is str else "")
         if outcome.get("stage") == "init":
             args = ", ".join(f"{k}={v!r}" for k, v in case.init.items())
             raise GradingError(f"{exercise.name}({args}), for "
