@@ -28,7 +28,11 @@ from course_lib.grading.harness import evaluate
 from course_tools import verdicts
 from course_tools.classroom import feedback, worker
 from tests.catalogue import CHEATS, CORRECT, WRONG
-from tests.test_grading import SETUP, rules_verdict
+from tests.test_grading import (  # noqa: F401 (an autouse fixture)
+    SETUP,
+    _restore_patched_torch,
+    rules_verdict,
+)
 
 SDPA = "scaled_dot_product_attention"
 
@@ -227,6 +231,17 @@ def test_a_class_without_methods_of_its_own_is_found_in_its_cell():
         check("SelfAttention", student)
 
 
+def test_a_method_taken_from_a_library_leaves_the_cell_to_be_read():
+    source = ("from course_lib.multihead import MultiHeadAttention as R\n\n\n"
+              "class MultiHeadAttention(nn.Module):\n"
+              "    __init__ = R.__init__\n"
+              "    forward = R.forward\n")
+    student = cell(source, 8)["MultiHeadAttention"]
+    assert source_of(student)[0] == source
+    with pytest.raises(GradingError, match="course_lib's MultiHead"):
+        check("MultiHeadAttention", student)
+
+
 def test_an_honest_notebook_class_keeps_its_tick(capsys):
     source = textwrap.dedent("""\
         import math
@@ -312,3 +327,4 @@ def test_the_instructors_remarks_never_reach_the_student(tmp_path):
     assert "cells were moved" in page
     assert "like course_lib" not in page and "for the instructor" \
         not in page
+

@@ -129,8 +129,9 @@ def source_of(obj):
     the source is then the text of the cells that define the class (the
     grader, too, reads the whole answer cell), found from its methods'
     code (IPython keeps each cell in ``linecache``) or, for a class
-    without methods of its own, the last cell that defines a class of
-    that name. A method defined outside the class adds its own source."""
+    without methods of its own (or only methods taken from a library),
+    the last cell that defines a class of that name. A method defined
+    outside the class adds its own source."""
     import inspect
     import textwrap
 
@@ -141,7 +142,8 @@ def source_of(obj):
         if not inspect.isclass(obj):
             return None, None
     functions = [f for f in map(_function, vars(obj).values())
-                 if f is not None]
+                 if f is not None
+                 and not harness.in_library(f.__code__.co_filename)]
     parts = []
     for function in functions:
         code = function.__code__

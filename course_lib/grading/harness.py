@@ -16,6 +16,7 @@ one of ``N_k``).
 """
 
 import contextlib
+import functools
 import io
 import os
 import warnings
@@ -66,7 +67,8 @@ def _error(error):
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
 
 
-def _library_folders():
+@functools.cache
+def library_folders():
     """Folders whose frames are not the student's: course_lib, and
     Python's own and installed packages (torch, numpy, ...)."""
     import sysconfig
@@ -78,6 +80,13 @@ def _library_folders():
     return tuple(f.rstrip(os.sep) + os.sep for f in folders)
 
 
+def in_library(filename):
+    """Whether code compiled from ``filename`` is a library's, not the
+    student's (a notebook's cell has a file name of its own)."""
+    return os.path.isabs(filename) and os.path.abspath(
+        filename).startswith(library_folders())
+
+
 def where(error):
     """Where the student's code raised ``error``: ``"line N of your cell
     (in NAME): CODE"`` for the innermost frame of the traceback that is
@@ -87,12 +96,9 @@ def where(error):
     import linecache
     import traceback
 
-    folders = _library_folders()
     found = None
     for frame in traceback.extract_tb(error.__traceback__):
-        name = os.path.abspath(frame.filename) \
-            if os.path.isabs(frame.filename) else frame.filename
-        if not name.startswith(folders):
+        if not in_library(frame.filename):
             found = frame
     if found is None or not found.lineno:
         return None
