@@ -170,11 +170,6 @@ def _function(value):
     return value if isinstance(value, types.FunctionType) else None
 
 
-def _code(value):
-    function = _function(value)
-    return function.__code__ if function is not None else None
-
-
 def _cell_tree(filename):
     """The parsed text of a cell or file ``linecache`` holds, or None."""
     import ast
