@@ -20,6 +20,7 @@ import ast
 import builtins
 import inspect
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -264,12 +265,21 @@ def _stopped_by(cell):
     return None
 
 
+LINE = re.compile(r"line ([0-9]{1,6}) of your cell\b")
+
+
 def without_data(outcome):
     """A hidden case's outcome with the student's error message left out
     (it may quote the hidden inputs): the exception's name alone, when
     it is one of Python's or the course's."""
     if type(outcome) is not dict or type(outcome.get("error")) is not str:
         return outcome
+    outcome = dict(outcome)
+    # the line number of the student's own code, never its text (the
+    # kernel wrote it: it could carry the inputs)
+    line = LINE.match(str(outcome.pop("where", "")))
+    if line:
+        outcome["where"] = f"line {line.group(1)} of your code"
     name = outcome["error"].split(":", 1)[0].strip()
     known = isinstance(getattr(builtins, name, None), type) and issubclass(
         getattr(builtins, name), BaseException)

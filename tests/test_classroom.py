@@ -245,6 +245,9 @@ def test_csv_and_feedback(graded):
              .read_text() for s in EXPECTED}
     for page in pages.values():
         assert "hidden=True" not in page and "HIDDEN TESTS" not in page
+        # the grader's remarks for the instructor stay in the summary
+        assert "for the instructor" not in page
+    assert "review it by hand" not in pages["traceback"]
     assert "3 / 3" in pages["right"]
     assert "no maximum subtracted" in pages["wrong"]
     assert "not implemented yet" in pages["unanswered"]
@@ -258,6 +261,9 @@ def test_csv_and_feedback(graded):
     assert "0 / 3" in pages["traceback"]
     graded = course / "autograded" / "right" / ASSIGNMENT / f"{NAME}.ipynb"
     assert graded.is_file()
+    assert "review it by hand" not in (
+        course / "autograded" / "traceback" / ASSIGNMENT
+        / f"{NAME}.ipynb").read_text()
 
 
 @pytest.mark.e2e

@@ -85,8 +85,14 @@ def check(exercise_name, obj, *, hidden=False):
     if not callable(obj):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
-    _shortcuts(spec, obj)
-    print("\u2713 " + engine_run(spec, obj))
+    try:
+        _shortcuts(spec, obj)
+        line = engine_run(spec, obj)
+    except GradingError as error:
+        # one frame of ours, not the engine's: the message names the
+        # student's own line
+        raise GradingError(str(error)) from None
+    print("\u2713 " + line)
 
 
 def engine_run(spec, obj):
@@ -96,27 +102,134 @@ def engine_run(spec, obj):
 
 
 def _shortcuts(spec, obj):
-    """Best effort in the student's kernel: the grader applies the same
-    rules to the submitted notebook."""
+    """The grader's rules about shortcuts, on ``obj``'s source (a
+    function's, or a class's with its methods); the grader applies the
+    same rules to the submitted notebook."""
     import inspect
-    import textwrap
 
     from course_lib.grading import rules
 
-    try:
-        source = textwrap.dedent(inspect.getsource(obj))
-    except (OSError, TypeError):
-        return
-    tree = rules.parse(source)
+    source, namespace = source_of(obj)
+    tree = rules.parse(source) if source else None
     if tree is None:
         return
-    names = rules.aliases_of(getattr(obj, "__globals__", None) or vars(
+    names = rules.aliases_of(namespace or vars(
         inspect.getmodule(obj) or inspect))
     names.update(rules.aliases([tree]))
     found = rules.uses(tree, **forbidden(spec), aliases=names)
     if found:
         raise GradingError(rules.message(spec.name, found,
                                          spec.shortcut_advice))
+
+
+def source_of(obj):
+    """``(source, globals)`` of a function or class the student defined,
+    or ``(None, None)``. ``inspect.getsource`` cannot find a class
+    defined in a notebook (it looks for the class in its module's file):
+    the source is then the text of the cells that define the class (the
+    grader, too, reads the whole answer cell), found from its methods'
+    code (IPython keeps each cell in ``linecache``) or, for a class
+    without methods of its own (or only methods taken from a library),
+    the last cell that defines a class of that name. A method defined
+    outside the class adds its own source."""
+    import inspect
+    import textwrap
+
+    namespace = getattr(obj, "__globals__", None)
+    try:
+        return textwrap.dedent(inspect.getsource(obj)), namespace
+    except (OSError, TypeError, IndentationError, SyntaxError):
+        if not inspect.isclass(obj):
+            return None, None
+    functions = [f for f in map(_function, vars(obj).values())
+                 if f is not None
+                 and not harness.in_library(f.__code__.co_filename)]
+    parts = []
+    for function in functions:
+        code = function.__code__
+        part = _defining_cell(obj.__name__, code.co_filename,
+                              code.co_firstlineno) or _function_source(code)
+        if part and part not in parts:
+            parts.append(part)
+    if not functions:
+        part = _last_defining_cell(obj.__name__)
+        parts += [part] if part else []
+    namespace = functions[0].__globals__ if functions else None
+    return ("\n\n".join(parts) or None), namespace
+
+
+def _function(value):
+    """The plain function behind a method, a static or class method or a
+    property's getter, or ``None``."""
+    import types
+
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, property):
+        value = value.fget
+    return value if isinstance(value, types.FunctionType) else None
+
+
+def _cell_tree(filename):
+    """The parsed text of a cell or file ``linecache`` holds, or None."""
+    import ast
+    import linecache
+
+    text = "".join(linecache.getlines(filename))
+    try:
+        return ast.parse(text), text
+    except (SyntaxError, ValueError):
+        return None, text
+
+
+def _defining_cell(name, filename, line):
+    """The text of ``filename`` (a cell) when a class ``name`` in it
+    holds ``line``, or None."""
+    import ast
+
+    tree, text = _cell_tree(filename)
+    if tree is None:
+        return None
+    if any(isinstance(node, ast.ClassDef) and node.name == name
+           and node.lineno <= line <= (node.end_lineno or node.lineno)
+           for node in ast.walk(tree)):
+        return text
+    return None
+
+
+def _function_source(code):
+    import inspect
+    import textwrap
+
+    try:
+        return textwrap.dedent(inspect.getsource(code))
+    except (OSError, TypeError):
+        return None
+
+
+def _last_defining_cell(name):
+    """The last cell ``linecache`` holds (IPython's cells, in the order
+    they ran) that defines a class ``name`` at its top level, or None."""
+    import ast
+
+    found = None
+    for filename, _entry in linecache_cells():
+        tree, text = _cell_tree(filename)
+        if tree is not None and any(
+                isinstance(node, ast.ClassDef) and node.name == name
+                for node in tree.body):
+            found = text
+    return found
+
+
+def linecache_cells():
+    """``(filename, entry)`` of the cells ``linecache`` holds: entries
+    with no modification time, as IPython registers a cell's text."""
+    import linecache
+
+    return [(filename, entry) for filename, entry in
+            list(linecache.cache.items())
+            if len(entry) == 4 and entry[1] is None]
 
 
 def forbidden(spec):

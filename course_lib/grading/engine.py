@@ -247,7 +247,7 @@ def judge(exercise, case, outcome):
         if message:
             index = len(exercise.outputs) - 1
             hint = _diagnose(exercise, wrong_fns, case,
-                             as_array(got[index], what), index)
+                             got[index], expected[index], index)
             raise GradingError(
                 "\n".join(filter(None, [f"{what}: {message}", hint])))
     worst = 0.0
@@ -268,10 +268,15 @@ def _stopped(exercise, case, outcome, what):
             "code.")
     error = outcome.get("error")
     if error is not None:
+        place = outcome.get("where")
+        # one line, however long the kernel made it
+        place = (f"\nIt raised at {' '.join(place.split())[:400]}"
+                 if type(place) is str else "")
         if outcome.get("stage") == "init":
             args = ", ".join(f"{k}={v!r}" for k, v in case.init.items())
-            raise GradingError(f"{exercise.name}({args}) raised {error}")
-        raise GradingError(f"{what} raised {error}")
+            raise GradingError(f"{exercise.name}({args}), for "
+                               f"{case.label}, raised {error}{place}")
+        raise GradingError(f"{what} raised {error}{place}")
     if "not_module" in outcome:
         raise GradingError(
             f"{exercise.name} should be an nn.Module subclass, got "
@@ -342,7 +347,19 @@ def _outputs(exercise, result, what):
     return result
 
 
-def _diagnose(exercise, fns, case, got, index):
+def _diagnose(exercise, fns, case, got_value, expected_value, index):
+    """The misconception that explains the difference, as a line, or
+    ``None``. A misconception explains it when its output on ``case``
+    matches the student's and differs from the reference's, both within
+    the comparison's tolerance: on a case where a mistake changes
+    nothing (a mask ignored on a case without a mask) it is never
+    offered, whatever the student's output."""
+    try:
+        got = as_array(got_value, "your result")
+        expected = as_array(expected_value, "the reference")
+    except GradingError:
+        return None
+    atol, rtol = _tolerance(_dtype_of(expected_value), case)
     for misconception, fn in zip(exercise.misconceptions, fns, strict=True):
         try:
             with harness.quiet(), torch.no_grad():
@@ -351,12 +368,23 @@ def _diagnose(exercise, fns, case, got, index):
             wrong = as_array(wrong[index], misconception.name)
         except Exception:  # a misconception may not apply to this case
             continue
-        if close(got, wrong, 1e-5, 1e-4):
+        if close(got, wrong, atol, rtol) and not close(
+                expected, wrong, atol, rtol):
             return (
                 f"Likely mistake: {misconception.name}. "
                 f"{misconception.advice}"
             )
     return None
+
+
+def _dtype_of(value):
+    """float32 when ``value`` (a tensor or a dict of them) holds one,
+    else float64: the dtype whose tolerance compares it."""
+    values = value.values() if type(value) is dict else (value,)
+    if any(type(v) is torch.Tensor and v.dtype is not torch.float64
+           for v in values):
+        return torch.float32
+    return torch.float64
 
 
 def _tolerance(dtype, case):
@@ -394,8 +422,8 @@ def _compare(exercise, case, what, name, index, got_value, expected_value,
                 worst = max(worst, differences(
                     got, as_array(expected_item, "the reference"))[0])
             continue
-        hint = _diagnose(exercise, wrong_fns, case,
-                         as_array(got_value, label), index)
+        hint = _diagnose(exercise, wrong_fns, case, got_value,
+                         expected_value, index)
         if hint:
             lines.append(hint)
         raise GradingError("\n".join(lines))

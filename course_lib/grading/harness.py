@@ -16,6 +16,7 @@ one of ``N_k``).
 """
 
 import contextlib
+import functools
 import io
 import os
 import warnings
@@ -58,9 +59,67 @@ def quiet():
             yield
 
 
+MAX_LINE = 200  # characters of the student's line quoted
+
+
 def _error(error):
     text = f"{type(error).__name__}: {error}"
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
+
+
+@functools.cache
+def library_folders():
+    """Folders whose frames are not the student's: course_lib, and
+    Python's own and installed packages (torch, numpy, ...)."""
+    import sysconfig
+
+    folders = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    folders.update(os.path.abspath(p) for k, p in sysconfig.get_paths()
+                   .items() if k in ("stdlib", "platstdlib", "purelib",
+                                     "platlib"))
+    return tuple(f.rstrip(os.sep) + os.sep for f in folders)
+
+
+def in_library(filename):
+    """Whether code compiled from ``filename`` is a library's, not the
+    student's (a notebook's cell has a file name of its own)."""
+    return os.path.isabs(filename) and os.path.abspath(
+        filename).startswith(library_folders())
+
+
+def where(error):
+    """Where the student's code raised ``error``: ``"line N of your cell
+    (in NAME): CODE"`` for the innermost frame of the traceback that is
+    not in course_lib, torch or another installed package, or ``None``.
+    Only the line number is shown for a hidden case (the grader keeps
+    the leading ``line N``)."""
+    import linecache
+    import traceback
+
+    found = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if not in_library(frame.filename):
+            found = frame
+    if found is None or not found.lineno:
+        return None
+    code = (found.line or linecache.getline(found.filename,
+                                            found.lineno)).strip()
+    if len(code) > MAX_LINE:
+        code = code[:MAX_LINE] + "..."
+    text = f"line {found.lineno} of your cell"
+    if found.name and found.name != "<module>":
+        text += f" (in {found.name[:80]})"
+    return f"{text}: {code}" if code else text
+
+
+def _failure(error, **extra):
+    """An outcome for the exception ``error``: its message and, where
+    the student's code raised it, ``where``."""
+    outcome = {"error": _error(error), **extra}
+    place = where(error)
+    if place:
+        outcome["where"] = place
+    return outcome
 
 
 def evaluate(obj, payload, *, module):
@@ -78,8 +137,8 @@ def evaluate(obj, payload, *, module):
     except NotImplementedError:
         outcome = {"not_implemented": True}
     except Exception as error:  # the student's code failed: say how
-        outcome["error"] = _error(error)
         outcome.pop("results", None)
+        outcome.update(_failure(error))
     return outcome
 
 
@@ -91,7 +150,7 @@ def _instantiate(cls, payload):
     except NotImplementedError:
         raise
     except Exception as error:
-        return None, {"error": _error(error), "stage": "init"}
+        return None, _failure(error, stage="init")
     if not isinstance(module, torch.nn.Module):
         return None, {"not_module": type(module).__name__}
     shapes = {name: list(p.shape) for name, p in module.named_parameters()}

@@ -3,7 +3,8 @@
 Unlike ``nbgrader generate_feedback``, it shows no test cell's source, so
 hidden tests stay hidden: each graded cell, its points, and for a failure
 the message of the check (what broke, the likely mistake), plus what was
-wrong with the submission itself.
+wrong with the submission itself. The grader's remarks for the
+instructor (an answer like ``course_lib``'s reference) are never shown.
 """
 
 import html
@@ -19,6 +20,17 @@ HIDDEN_CALL = re.compile(r"check\((['\"])(\w+)\1,\s*\w+,\s*hidden=True\)")
 def _clean(message):
     """A check's message with any hidden test call named, not quoted."""
     return HIDDEN_CALL.sub(r"the hidden tests of \2", message)
+
+
+INSTRUCTOR_ONLY = "for the instructor:"
+
+
+def student_reasons(result):
+    """The notes about the submission a student may read: never the
+    grader's remarks for the instructor (``result["instructor"]``, or a
+    reason that starts with ``for the instructor:``)."""
+    return [r for r in result.get("reasons") or []
+            if not str(r).startswith(INSTRUCTOR_ONLY)]
 
 
 def rows(released, result, name):
@@ -60,9 +72,10 @@ def render(*, assignment, student, notebooks, result):
     parts = [f"<!doctype html><meta charset='utf-8'><title>{esc(assignment)}"
              f" feedback</title><style>{STYLE}</style>",
              f"<h1>{esc(assignment)}: feedback for {esc(student)}</h1>"]
-    if result.get("reasons"):
+    reasons = student_reasons(result)
+    if reasons:
         parts.append("<h2>About your submission</h2><ul>")
-        parts += [f"<li>{esc(r)}</li>" for r in result["reasons"]]
+        parts += [f"<li>{esc(r)}</li>" for r in reasons]
         parts.append("</ul>")
     for name, released in notebooks.items():
         table = rows(released, result, name)

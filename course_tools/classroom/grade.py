@@ -364,6 +364,8 @@ def _store(course, gradebook, templates, task, result):
             shutil.rmtree(target)
         reasons += [f"autograded folder: {line}"
                     for line in files.copy_tree(graded, target, **STORE)]
+    # the grader's remarks for the instructor go to the summary only
+    reasons += [str(n) for n in result.get("instructor") or []]
     page = feedback.render(assignment=assignment, student=student,
                            notebooks=templates[assignment].notebooks,
                            result=result)

@@ -299,8 +299,10 @@ def _events(cell, timeout):
 
 
 def read_graded(path, timeout):
-    """Messages per grade cell, events, and the output volume; cuts long
-    outputs in the graded notebook in place."""
+    """Messages and pass lines per grade cell, and events; cuts long
+    outputs in the graded notebook in place. The grader's remarks for
+    the instructor (``instructor_notes``) are taken out of the graded
+    notebook: they never reach the student."""
     notebook = nbformat.read(path, as_version=4)
     messages, passed, events, volume = {}, {}, [], 0
     for cell in notebook.cells:
@@ -333,13 +335,22 @@ def read_graded(path, timeout):
     if clean_notebook(notebook):
         events.append("active content (HTML, JavaScript, SVG, markup) "
                       "removed from the graded notebook")
-    flags = notebook.metadata.get("course_grading", {}).get("flags", [])
-    events += [f"for the instructor: {flag}" for flag in flags]
     nbformat.write(notebook, path)
     if volume > 2**20:
         events.append(f"printed {volume / 2**20:.1f} MB of output: cut "
                       "in the graded notebook")
     return messages, passed, sorted(set(events))
+
+
+def instructor_notes(path):
+    """The grader's remarks for the instructor alone (an answer like
+    ``course_lib``'s reference, a construct to review), taken out of the
+    graded notebook ``path``, which the student may see."""
+    notebook = nbformat.read(path, as_version=4)
+    grading = notebook.metadata.get("course_grading", {})
+    flags = [str(f) for f in grading.pop("flags", None) or []]
+    nbformat.write(notebook, path)
+    return [f"for the instructor: {flag}" for flag in flags]
 
 
 def environment_failed(path):
@@ -407,7 +418,7 @@ def grade(task, settings):
     shutil.copy(task["template_db"], db)
     result = {k: task[k] for k in ("assignment", "student")}
     result.update(status="failed", notebooks={}, messages={}, passed={},
-                  timestamp=None, work=str(work))
+                  instructor=[], timestamp=None, work=str(work))
     reasons, written = prepare(task, course_root)
     if written:
         api = _api(course_root, db, settings["timeout"],
@@ -432,6 +443,7 @@ def grade(task, settings):
                 reasons.append(f"{name}: {broken}; nothing was recorded: "
                                "fix the grading environment and run again")
             if graded.is_file():
+                result["instructor"] += instructor_notes(graded)
                 messages, passed, events = read_graded(
                     graded, settings["timeout"])
                 result["messages"][name] = messages

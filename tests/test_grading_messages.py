@@ -1,0 +1,330 @@
+"""What a failed check says, and to whom (issue 21, sections 2 and 3):
+a likely mistake only when it explains the difference, a crash with the
+student's own line and the case (only the line number for a hidden
+case), the local rules on a class defined in a notebook, and the
+grader's remarks for the instructor never in the student's feedback."""
+
+import dataclasses
+import inspect
+import linecache
+import textwrap
+import traceback
+
+import nbformat
+import pytest
+import torch
+from torch import nn
+
+from course_lib import attention as ref
+from course_lib.grading import (
+    GradingError,
+    _shortcuts,
+    check,
+    exercise,
+    source_of,
+)
+from course_lib.grading.engine import judge, payload, run
+from course_lib.grading.harness import evaluate
+from course_tools import verdicts
+from course_tools.classroom import feedback, worker
+from tests.catalogue import CHEATS, CORRECT, WRONG
+from tests.test_grading import (  # noqa: F401 (an autouse fixture)
+    SETUP,
+    _restore_patched_torch,
+    rules_verdict,
+)
+
+SDPA = "scaled_dot_product_attention"
+
+
+def cell(source, number, namespace=None):
+    """Run ``source`` the way IPython runs a cell: compiled under a file
+    name that only ``linecache`` knows. Return its namespace."""
+    name = f"/tmp/ipykernel_0/cell{number}_{abs(hash(source))}.py"
+    linecache.cache[name] = (len(source), None, source.splitlines(True),
+                             name)
+    if namespace is None:
+        namespace = {"__name__": "__main__", "torch": torch, "nn": nn}
+    exec(compile(source, name, "exec"), namespace)
+    return namespace
+
+
+# ------------------------------------------------ a likely mistake, if true
+
+
+def _one_ulp_off(Q, K, V, mask=None):
+    """The reference, one float step away in every entry: a rounding
+    difference (2.7e-08 for float32 values near 0.3), no mistake."""
+    out, A = ref.scaled_dot_product_attention(Q, K, V, mask)
+    return torch.nextafter(out, out + 1), A
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_mistake_that_changes_nothing_here_is_not_offered(dtype):
+    """On a case without a mask, "the mask is ignored" gives the
+    reference's output: it cannot explain a failure there, however close
+    the student's output is to it."""
+    spec = exercise(SDPA)
+    case = next(c for c in spec.visible()
+                if len(c.args) < 4 or c.args[3] is None)
+    case = dataclasses.replace(
+        case, args=tuple(a.to(dtype) for a in case.args[:3]))
+    # a failure for some other reason (here a property that always fails)
+    failing = dataclasses.replace(
+        spec, properties=(lambda case, outputs: "some property failed",))
+    outcome = evaluate(_one_ulp_off, payload(failing, case), module=False)
+    got, want = outcome["results"][0][0], ref.scaled_dot_product_attention(
+        *case.args)[0]
+    gap = float((got - want).abs().max())
+    assert 0 < gap < 1e-6  # within the old matching tolerance, 1e-5
+    with pytest.raises(GradingError) as failure:
+        judge(failing, case, outcome)
+    message = str(failure.value)
+    assert "some property failed" in message
+    assert "Likely mistake" not in message, message
+
+
+def test_a_mistake_that_explains_the_difference_is_offered():
+    spec = exercise(SDPA)
+    case = next(c for c in spec.visible()
+                if len(c.args) > 3 and c.args[3] is not None)
+
+    def ignores_the_mask(Q, K, V, mask=None):
+        return ref.scaled_dot_product_attention(Q, K, V)
+
+    with pytest.raises(GradingError) as failure:
+        run(spec, ignores_the_mask, [case])
+    assert "Likely mistake: the mask is ignored" in str(failure.value)
+
+
+# ------------------------------------------------------------ a crash
+
+
+CRASH = """import torch
+
+
+def softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    total = e @ torch.ones(3, 7, dtype=x.dtype)
+    return e / total
+"""
+
+
+def test_a_crash_names_the_exception_the_line_and_the_case():
+    student = cell(CRASH, 1)["softmax"]
+    spec = exercise("softmax")
+    with pytest.raises(GradingError) as failure:
+        run(spec, student, spec.visible())
+    message = str(failure.value)
+    label = spec.visible()[0].label
+    assert f"softmax on {label} raised RuntimeError" in message, message
+    assert ("line 6 of your cell (in softmax): total = e @ torch.ones(3, "
+            "7, dtype=x.dtype)") in message, message
+    assert "course_lib" not in message and "torch/" not in message
+
+
+def test_a_hidden_crash_shows_the_line_number_not_the_text():
+    student = cell(CRASH, 2)["softmax"]
+    spec = exercise("softmax")
+    case = spec.visible()[0]
+    outcome = evaluate(student, payload(spec, case), module=False)
+    assert outcome["where"].startswith("line 6 of your cell")
+    with pytest.raises(GradingError) as failure:
+        judge(spec, case, verdicts.without_data(outcome))
+    message = str(failure.value)
+    assert "raised RuntimeError (a hidden case's message" in message
+    assert "line 6 of your code" in message, message
+    assert "torch.ones" not in message and "shapes" not in message
+    # a line number is all the kernel can put there
+    forged = dict(outcome, where="line 6 of your cell: " + "x" * 50)
+    assert verdicts.without_data(forged)["where"] == "line 6 of your code"
+    assert "where" not in verdicts.without_data(
+        dict(outcome, where="the inputs were 0.25, 0.5"))
+
+
+def test_the_local_check_shows_no_frame_of_the_engine():
+    student = cell(CRASH, 7)["softmax"]
+    with pytest.raises(GradingError) as failure:
+        check("softmax", student)
+    files = {frame.filename for frame in traceback.extract_tb(
+        failure.value.__traceback__)}
+    assert not any(f.endswith(("engine.py", "harness.py")) for f in files)
+    assert "line 6 of your cell" in str(failure.value)
+
+
+def test_a_crash_in_a_modules_forward_names_its_line():
+    source = textwrap.dedent("""\
+        class SelfAttention(nn.Module):
+            def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+                super().__init__()
+                d_v = d_k if d_v is None else d_v
+                self.W_q = nn.Linear(d_model, d_k, bias=bias)
+                self.W_k = nn.Linear(d_model, d_k, bias=bias)
+                self.W_v = nn.Linear(d_model, d_v, bias=bias)
+
+            def forward(self, X, mask=None):
+                Q = self.W_q(X.transpose(-2, -1))
+                return Q
+        """)
+    student = cell(source, 3)["SelfAttention"]
+    spec = exercise("SelfAttention")
+    with pytest.raises(GradingError) as failure:
+        run(spec, student, spec.visible())
+    message = str(failure.value)
+    assert f"on {spec.visible()[0].label} raised RuntimeError" in message
+    assert ("line 10 of your cell (in forward): Q = self.W_q(X.transpose("
+            "-2, -1))") in message, message
+
+
+# ------------------------------------------- the local rules on classes
+
+
+SUBCLASS = """from course_lib.multihead import MultiHeadAttention as Ready
+
+
+class MultiHeadAttention(Ready):
+    def __init__(self, *, d_model, n_heads, bias=False):
+        super().__init__(d_model=d_model, n_heads=n_heads, bias=bias)
+"""
+
+
+def test_the_local_check_applies_the_rules_to_a_notebook_class():
+    student = cell(SUBCLASS, 4)["MultiHeadAttention"]
+    with pytest.raises((OSError, TypeError)):
+        inspect.getsource(student)  # why the rules once skipped it
+    source, _ = source_of(student)
+    assert "class MultiHeadAttention(Ready)" in source
+    with pytest.raises(GradingError) as failure:
+        check("MultiHeadAttention", student)
+    local = str(failure.value)
+    # the grader, on the same cell, says the same
+    graders, _ = rules_verdict("MultiHeadAttention", SUBCLASS)
+    assert graders and "course_lib's MultiHeadAttention" in graders
+    assert local == graders.replace("cell 1, ", ""), (local, graders)
+
+
+def test_the_rules_see_a_class_ipython_defined(capsys):
+    """The same through IPython's own shell, which registers each cell
+    in ``linecache`` under a name of its own."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False  # writes nothing to ~/.ipython
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_cell(SUBCLASS)
+        shell.run_cell("from course_lib.grading import check\n"
+                       "check('MultiHeadAttention', MultiHeadAttention)")
+    finally:
+        InteractiveShell.clear_instance()
+    shown = capsys.readouterr().out
+    assert "calls course_lib's MultiHeadAttention" in shown, shown
+
+
+def test_a_class_without_methods_of_its_own_is_found_in_its_cell():
+    source = ("from course_lib.attention import SelfAttention as S\n\n\n"
+              "class SelfAttention(S):\n    pass\n")
+    student = cell(source, 5)["SelfAttention"]
+    assert source_of(student)[0] == source
+    with pytest.raises(GradingError, match="course_lib's SelfAttention"):
+        check("SelfAttention", student)
+
+
+def test_a_method_taken_from_a_library_leaves_the_cell_to_be_read():
+    source = ("from course_lib.multihead import MultiHeadAttention as R\n\n\n"
+              "class MultiHeadAttention(nn.Module):\n"
+              "    __init__ = R.__init__\n"
+              "    forward = R.forward\n")
+    student = cell(source, 8)["MultiHeadAttention"]
+    assert source_of(student)[0] == source
+    with pytest.raises(GradingError, match="course_lib's MultiHead"):
+        check("MultiHeadAttention", student)
+
+
+def test_an_honest_notebook_class_keeps_its_tick(capsys):
+    source = textwrap.dedent("""\
+        import math
+
+
+        class SelfAttention(nn.Module):
+            def __init__(self, *, d_model, d_k, d_v=None, bias=True):
+                super().__init__()
+                d_v = d_k if d_v is None else d_v
+                for name, size in (("W_q", d_k), ("W_k", d_k),
+                                   ("W_v", d_v)):
+                    setattr(self, name, nn.Linear(d_model, size,
+                                                  bias=bias))
+
+            def forward(self, X, mask=None):
+                Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+                S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+                if mask is not None:
+                    S = S.masked_fill(~mask, float("-inf"))
+                A = torch.softmax(S, dim=-1)
+                if mask is not None:
+                    A = A.masked_fill(~mask, 0.0)
+                return A @ V, A
+        """)
+    student = cell(source, 6)["SelfAttention"]
+    assert "setattr(self, name" in source_of(student)[0]
+    check("SelfAttention", student)
+    assert "\u2713 SelfAttention" in capsys.readouterr().out
+
+
+def test_the_local_rules_agree_with_the_graders_on_the_catalogue():
+    """Every catalogue answer (right, wrong and cheating), run as a
+    notebook cell: the local check refuses it exactly when the grader's
+    rules do (14 of them, all classes, once passed locally)."""
+    entries = [(e, s) for e, items in CORRECT.items() for _, s in items]
+    entries += [(e, s) for e, items in WRONG.items() for _, s in items]
+    entries += [(e, s) for _, e, s, _ in CHEATS]
+    disagree = []
+    for number, (name, source) in enumerate(entries):
+        namespace = {"__name__": "__main__"}
+        exec(SETUP, namespace)
+        student = cell(source, f"catalogue{number}", namespace)[name]
+        try:
+            _shortcuts(exercise(name), student)
+            local = None
+        except GradingError as error:
+            local = str(error)
+        graders, _ = rules_verdict(name, source)
+        if (local is None) != (graders is None):
+            disagree.append((name, source.splitlines()[0], local, graders))
+    assert not disagree, disagree
+
+
+# ------------------------------------------- remarks for the instructor
+
+
+def test_the_instructors_remarks_never_reach_the_student(tmp_path):
+    """A copy of the reference passes, and the instructor is told: in the
+    summary, never in the graded notebook or the feedback page."""
+    source = textwrap.dedent(inspect.getsource(ref.causal_mask))
+    verdict, flags = rules_verdict("causal_mask", source)
+    assert verdict is None and flags
+    assert "like course_lib's reference" in flags[0]
+    graded = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(source)])
+    graded.metadata["course_grading"] = {"flags": flags, "rules": {}}
+    path = tmp_path / "graded.ipynb"
+    nbformat.write(graded, path)
+
+    notes = worker.instructor_notes(path)
+    assert notes == [f"for the instructor: {flags[0]}"]
+    messages, passed, events = worker.read_graded(path, 60)
+    assert "like course_lib" not in path.read_text()
+    assert not any("like course_lib" in e for e in events)
+    released = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("")])
+    result = {"status": "graded", "notebooks": {}, "messages": {},
+              "passed": {}, "instructor": notes,
+              # an older worker put them among the reasons
+              "reasons": ["cells were moved", *notes]}
+    page = feedback.render(assignment="a", student="s",
+                           notebooks={"n": released}, result=result)
+    assert "cells were moved" in page
+    assert "like course_lib" not in page and "for the instructor" \
+        not in page
+
