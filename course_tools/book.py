@@ -48,6 +48,8 @@ PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
          "instructors.md", "references.md", "references.bib")
+# The book's own CSS (Jupyter Book adds every .css file in it to each page).
+STATIC = "_static"
 TOGGLE_TAG = "hide-input"
 FINGERPRINTS = "course_lib_fingerprints.json"
 # An import on one line (for cells that are not plain Python).
@@ -246,7 +248,15 @@ def build_student(root=None, output=None):
     The HTML lands in ``<output>/_build/html`` (``output`` defaults to the
     course, so ``_build/html``)."""
     root = course_root(root)
-    return _run_jupyter_book(root, Path(output or root))
+    output = Path(output or root)
+    status = _run_jupyter_book(root, output)
+    # Sphinx keeps the copy of a static file it made before (and copies
+    # none when no page is out of date): copy the book's own afresh, so
+    # that an edited stylesheet reaches the pages.
+    built = output / "_build" / "html" / STATIC
+    if status == 0 and (root / STATIC).is_dir():
+        shutil.copytree(root / STATIC, built, dirs_exist_ok=True)
+    return status
 
 
 def _solution_cell(cell):
@@ -320,6 +330,8 @@ def stage_solutions(root=None, staging=None, cache_path=None):
     staging.mkdir(parents=True)
     for name in PAGES:
         shutil.copy(root / name, staging / name)
+    if (root / STATIC).is_dir():
+        shutil.copytree(root / STATIC, staging / STATIC)
     config = yaml.safe_load((staging / "_config.yml").read_text())
     config["title"] = f"{config['title']} (instructors' edition)"
     config["execute"]["execute_notebooks"] = "off"

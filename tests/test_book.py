@@ -8,7 +8,10 @@ the book itself, and no solution or hidden test from ``solutions/`` reaches
 installed by ``make system-packages``) then opens every page from a server on
 127.0.0.1 with every other address blocked: the math is typeset, every
 image loads, the next/previous links lead through the table of contents, and a
-screenshot of each page is written to ``_build/screenshots/``. The
+screenshot of each page is written to ``_build/screenshots/``. At a
+laptop's width (1280 px) and a phone's (400 px), no equation, code or
+table is cut off: what is wider than the column scrolls, with a visible
+scrollbar. The
 instructors' edition is built without execution and checked for its
 toggles.
 """
@@ -424,6 +427,9 @@ def browser():
             context = playwright.chromium.launch_persistent_context(
                 profile, executable_path=str(CHROMIUM), headless=True,
                 args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900},
+                # Scrollbars as readers see them: a wide block's scrollbar
+                # is what tells that there is more to it.
+                ignore_default_args=["--hide-scrollbars"],
             )
             yield context
             context.close()
@@ -535,6 +541,151 @@ def test_page_in_a_browser(page, server, name):
     page.screenshot(path=str(SCREENSHOTS / f"{Path(name).name}.png"),
                     full_page=True)
     assert not page.blocked, f"tried to reach {page.blocked[:5]}"
+
+
+# A laptop's window and a phone's.
+WIDTHS = (1280, 400)
+
+# What is cut off: every math, code or table block whose content reaches
+# beyond a box that hides its overflow (or scrolls it out of reach, on
+# the left), or that scrolls with no scrollbar showing; and a page wider
+# than the window.
+CUT_OFF = r"""() => {
+    // What a reader must be able to read whole: math (the element that
+    // MathJax typeset it into), code (cell inputs, printed outputs) and
+    // tables.
+    const blocks = document.querySelectorAll(
+        'article mjx-container, article pre, article table');
+    const name = e => e.tagName.toLowerCase()
+        + (e.className ? '.' + String(e.className).split(' ')[0] : '');
+    const describe = e => {
+        const where = e.closest('div.math, span.math') || e;
+        const section = e.closest('section');
+        const heading = section && section.querySelector('h1, h2, h3');
+        return (heading ? heading.textContent.replace(/[#¶]/g, '').trim()
+                : '?') + ': ' + name(where) + ' "'
+               + where.textContent.replace(/\s+/g, ' ').trim().slice(0, 50)
+               + '"';
+    };
+    const problems = [];
+    for (const block of blocks) {
+        // Where its content lies, wherever it overflows to (a flex row
+        // that is reversed overflows on the left).
+        // The boxes of its elements and its text, but not the copy of
+        // the math that MathJax keeps hidden for screen readers.
+        const rects = [];
+        const text = document.createRange();
+        const walker = document.createTreeWalker(block, NodeFilter.SHOW_ALL);
+        for (let node = block; node; node = walker.nextNode()) {
+            const element = node.nodeType === Node.ELEMENT_NODE ? node
+                : node.parentElement;
+            if (element.closest('mjx-assistive-mml')) continue;
+            if (node === element) {
+                rects.push(...node.getClientRects());
+            } else if (node.nodeType === Node.TEXT_NODE) {
+                text.selectNodeContents(node);
+                rects.push(...text.getClientRects());
+            }
+        }
+        let left = Infinity, right = -Infinity;
+        for (const r of rects) {
+            if (r.width === 0 || r.height === 0) continue;
+            left = Math.min(left, r.left);
+            right = Math.max(right, r.right);
+        }
+        if (left === Infinity) continue;
+        // The first box around it that does not let it overflow either
+        // cuts it off, or scrolls: rightwards, with a scrollbar showing.
+        for (let e = block; e; e = e.parentElement) {
+            const style = getComputedStyle(e);
+            if (style.overflowX === 'visible') continue;
+            const rect = e.getBoundingClientRect();
+            const start = rect.left + e.clientLeft;
+            const end = start + e.clientWidth;
+            const scrolls = ['auto', 'scroll'].includes(style.overflowX);
+            const bar = e.offsetHeight - e.clientHeight
+                - parseFloat(style.borderTopWidth)
+                - parseFloat(style.borderBottomWidth);
+            const unreachable = left < start - e.scrollLeft - 1
+                || (!scrolls && right > end + 1);
+            if (unreachable) {
+                problems.push(`${describe(block)} is cut off by `
+                    + `${name(e)} (${Math.round(start - left)} px on `
+                    + `the left, ${Math.round(right - end)} px on the `
+                    + 'right)');
+            } else if (scrolls && right > end + 1 && bar <= 0) {
+                problems.push(`${describe(block)} scrolls in ${name(e)} `
+                    + 'with no scrollbar showing');
+            }
+            if (right > end + 1 || left < start - 1) break;
+        }
+    }
+    const page = document.documentElement;
+    if (page.scrollWidth > page.clientWidth + 1)
+        problems.push(`the page scrolls sideways: ${page.scrollWidth} px `
+                      + `of content in a ${page.clientWidth} px window`);
+    return problems;
+}"""
+
+# At a laptop's width, a display equation and a cell's code (lines of at
+# most 79 characters) fit the column: they do not even scroll.
+SCROLLS = r"""() => Array.from(document.querySelectorAll(
+        'article div.math mjx-container, article div.cell_input pre'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => {
+        const section = e.closest('section');
+        const heading = section && section.querySelector('h1, h2, h3');
+        return (heading ? heading.textContent.replace(/[#¶]/g, '').trim()
+                : '?') + `: ${e.scrollWidth - e.clientWidth} px too wide: `
+               + e.textContent.replace(/\s+/g, ' ').trim().slice(0, 60);
+    })"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", PAGES)
+def test_nothing_is_cut_off(page, server, name, width):
+    # Opened at that width, as a phone opens it (a window resized after
+    # the load may keep a stale scrollbar).
+    page.set_viewport_size({"width": width, "height": 900})
+    _open(page, f"{server}{name}.html")
+    page.evaluate(TYPESET)
+    problems = page.evaluate(CUT_OFF)
+    assert not problems, (f"at {width} px:\n" + "\n".join(problems[:10]))
+    if width == WIDTHS[0]:
+        wide = page.evaluate(SCROLLS)
+        assert not wide, (f"at {width} px, break these lines:\n"
+                          + "\n".join(wide[:10]))
+    if width != WIDTHS[0]:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS
+                                 / f"{Path(name).name}-{width}px.png"),
+                        full_page=True)
+
+
+@pytest.mark.e2e
+def test_the_cut_off_check_can_fail(browser):
+    """Each kind of cut-off block is found, and a block that scrolls with
+    its scrollbar showing is not."""
+    tab = browser.new_page()
+    tab.set_viewport_size({"width": 400, "height": 600})
+    wide = "x" * 120
+    tab.set_content(f"""<article><section><h2>S</h2>
+        <div style="overflow: hidden"><pre>clipped {wide}</pre></div>
+        <pre style="overflow-x: auto">scrolls {wide}</pre>
+        <pre style="overflow-x: auto; scrollbar-width: none">barless
+        {wide}</pre>
+        <div style="display: flex; flex-direction: row-reverse;
+             overflow-x: auto"><pre style="flex: none">leftwards {wide}
+        </pre></div></section></article>""")
+    problems = tab.evaluate(CUT_OFF)
+    tab.close()
+    assert len(problems) == 3, problems
+    clipped, barless, leftwards = problems
+    assert '"clipped' in clipped and "cut off by div" in clipped
+    assert '"barless' in barless and "no scrollbar showing" in barless
+    assert '"leftwards' in leftwards and "cut off by div" in leftwards
+    assert "(0 px on the left" not in leftwards, leftwards
 
 
 @pytest.mark.e2e
