@@ -49,7 +49,6 @@ def install_kernel(settings):
     """
     from course_tools.classroom import box
 
-    _safe_set_permissions()
     scratch = Path(settings["scratch"])
     jupyter = scratch / "jupyter" / str(os.getpid())
     folder = jupyter / "kernels" / "python3"
@@ -68,6 +67,8 @@ def install_kernel(settings):
         argv += [f"--uid={uid}", f"--box={kernel_box.folder}",
                  f"--pids={kernel_box.pids}"]
         argv += [f"--cgroup={g}" for g in kernel_box.groups]
+        if settings.get("zygote", True):
+            argv += _start_zygote(scratch)
     else:
         argv.append("--no-isolation")
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
@@ -86,6 +87,32 @@ def install_kernel(settings):
     runtime.mkdir(exist_ok=True)
     os.environ["JUPYTER_PATH"] = str(jupyter)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    _safe_set_permissions()
+
+
+def _start_zygote(scratch):
+    """Import what every kernel imports, fork the zygote that forks the
+    kernels (:mod:`.zygote`), and return the launcher's arguments for
+    it. Called before this process has read any submission or case."""
+    from course_tools.classroom import zygote
+
+    folder = scratch / "zygote"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{os.getpid()}.sock"
+    zygote.preload()
+    _SANDBOX["zygote"] = zygote.start(str(path))
+    _SANDBOX["usage"] = folder / f"{os.getpid()}.usage"
+    return [f"--zygote={path}", f"--usage-file={_SANDBOX['usage']}"]
+
+
+def kernel_cpu():
+    """CPU seconds of the kernels since the last call (zygote kernels)."""
+    path = _SANDBOX.get("usage")
+    if path is None or not path.is_file():
+        return None
+    seconds = sum(float(line) for line in path.read_text().split())
+    path.unlink()
+    return seconds
 
 
 def _write_kernel_spec(bind=None):
@@ -411,6 +438,7 @@ def _why_failed(result):
 def grade(task, settings):
     """Grade one submission; return the result dictionary."""
     start = time.monotonic()
+    steps = Steps()
     work = Path(task["work"])
     course_root = work / "course"
     shutil.copytree(task["template"], course_root)
@@ -420,14 +448,18 @@ def grade(task, settings):
     result.update(status="failed", notebooks={}, messages={}, passed={},
                   instructor=[], timestamp=None, work=str(work))
     reasons, written = prepare(task, course_root)
+    steps.done("scratch course")
     if written:
         api = _api(course_root, db, settings["timeout"],
                    SKIP_TAG if settings.get("skip_tagged") else NEVER)
+        steps.done("nbgrader set-up")
         try:
             outcome = api.autograde(task["assignment"], task["student"],
                                     force=True, create=True)
         finally:  # however it ended, no case is left behind
             _empty(os.environ.get(CASES_DIR))
+        steps.done("autograde (grader side)")
+        steps.add("kernel", kernel_cpu())
         reasons += kernel_notes()
         if outcome.get("success"):
             result["status"] = "graded"
@@ -450,9 +482,38 @@ def grade(task, settings):
                 result["passed"][name] = passed
                 reasons += events
         result["notebooks"], result["timestamp"] = read_scores(db, task)
+        steps.done("read results")
     result["reasons"] = reasons
+    result["steps"] = steps.seconds
     result["seconds"] = round(time.monotonic() - start, 1)
     return result
+
+
+class Steps:
+    """CPU seconds of this process per step of a submission, and of the
+    processes it waited for (the kernels' launchers)."""
+
+    def __init__(self):
+        self.seconds = {}
+        self._last = self._now()
+
+    @staticmethod
+    def _now():
+        import resource
+
+        mine = time.process_time()
+        waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return mine + waited.ru_utime + waited.ru_stime
+
+    def done(self, name):
+        now = self._now()
+        self.add(name, now - self._last)
+        self._last = now
+
+    def add(self, name, seconds):
+        if seconds is not None:
+            self.seconds[name] = round(
+                self.seconds.get(name, 0.0) + seconds, 4)
 
 
 def _empty(folder):
@@ -463,9 +524,9 @@ def _empty(folder):
 
 def main():
     settings = json.loads(sys.argv[1])
+    install_kernel(settings)  # first: the zygote is a copy of this process
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever else prints goes to the log, not the replies
-    install_kernel(settings)
     for line in sys.stdin:
         task = json.loads(line)
         try:
@@ -477,6 +538,9 @@ def main():
                           reasons=[f"grader error: {type(error).__name__}"
                                    f": {error}"])
         replies.write(json.dumps(result) + "\n")
+    if _SANDBOX.get("zygote"):  # reaped: its CPU time is counted
+        os.kill(_SANDBOX["zygote"], 15)
+        os.waitpid(_SANDBOX["zygote"], 0)
 
 
 if __name__ == "__main__":
