@@ -46,6 +46,9 @@ ALLOWED_FAILURES = 2  # worker deaths one submission may cost, embedded
 RETRIES = 1  # retries of a submission whose task raised (a refusal)
 IN_FLIGHT = 4  # submissions queued per worker thread
 CONNECT_S = 30  # seconds to reach a scheduler and see a worker
+# The environment variables a grading process gets (and LC_*, JUPYTER_*).
+WORKER_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG",
+                      "LANGUAGE", "TZ", "TMPDIR", "MPLBACKEND")
 
 
 # The grader's side.
@@ -457,7 +460,13 @@ class _Slot:
 
 def _spawn(settings):
     log = open(Path(settings["scratch"]) / "worker.log", "ab")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # Only what grading needs: the zygote that forks the kernels is a
+    # copy of the grading process, so nothing else of this environment
+    # (an instructor's tokens, a database password) may be in its memory.
+    env = {name: value for name, value in os.environ.items()
+           if name in WORKER_ENVIRONMENT
+           or name.startswith(("LC_", "JUPYTER_"))}
+    env["PYTHONUNBUFFERED"] = "1"
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     process = subprocess.Popen(
         [sys.executable, "-I", "-u", "-m", "course_tools.classroom.worker",

@@ -293,11 +293,12 @@ def _environment(uid):
     return env
 
 
-def child(plan, args, start=None):
+def child(plan, args, start=None, prepare=None):
     """Process 1 of the new PID namespace: build, drop, become the
     kernel (or, for ``--probe``, check and print). ``start(command,
     env)``, when given, becomes the kernel in this process (the zygote's
-    way) instead of executing ``command``."""
+    way) instead of executing ``command``; ``prepare(command, env)`` runs
+    just before the drop, as root."""
     _root(plan, args)
     socket.sethostname("sandbox")
     _keep(plan)
@@ -305,13 +306,15 @@ def child(plan, args, start=None):
     os.chown(HOME, plan["uid"], plan["uid"])
     os.chdir(WORK)
     limit(memory_mb=args.memory_mb, file_mb=args.file_mb, pids=args.pids)
-    _drop(plan["uid"])
     env = _environment(plan["uid"])
+    command = plan["command"]
+    if prepare is not None:
+        prepare(command, env)
+    _drop(plan["uid"])
     if args.probe:
         _probe_inside()
         print("isolated", flush=True)
         os._exit(0)
-    command = plan["command"]
     if start is not None:
         start(command, env)
     binary = shutil.which(command[0], path=env["PATH"]) or command[0]

@@ -88,6 +88,7 @@ def install_kernel(settings):
     os.environ["JUPYTER_PATH"] = str(jupyter)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
     _safe_set_permissions()
+    _validate_once()
 
 
 def _start_zygote(scratch):
@@ -140,6 +141,41 @@ def grading_library(assignment, exercises):
         os.chmod(folder, 0o755)
         (folder / "done").touch()
     return f"{folder / 'course_lib'}:{cluster.installation() / 'course_lib'}"
+
+
+def _validate_once():
+    """nbformat validates a notebook against its JSON schema whenever it
+    is read or written, nbconvert after each of nbgrader's steps, and
+    nbgrader checks each cell's metadata with a schema it compiles anew
+    for every cell: a third of this process's work per submission. The
+    notebook checks only ever log (nbformat reads and writes an invalid
+    notebook all the same), so this process skips them; nbgrader's
+    metadata check, which refuses, runs with its schema compiled once."""
+    import jsonschema
+    import nbformat
+    from nbgrader.nbgraderformat import common
+
+    nbformat.validate = _not_again  # read, write and each nbconvert step
+
+    class CompiledOnce:
+        compiled = {}
+
+        def __getattr__(self, name):
+            return getattr(jsonschema, name)
+
+        def validate(self, instance, schema):
+            key = json.dumps(schema, sort_keys=True)
+            if key not in self.compiled:
+                kind = jsonschema.validators.validator_for(schema)
+                kind.check_schema(schema)
+                self.compiled[key] = kind(schema)
+            self.compiled[key].validate(instance)
+
+    common.jsonschema = CompiledOnce()
+
+
+def _not_again(*args, **kwargs):
+    return None
 
 
 def _safe_set_permissions():

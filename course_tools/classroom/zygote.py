@@ -104,6 +104,7 @@ def start(path, *, log_fd=2):
         for fd in _open_fds():
             if fd not in keep:
                 _close(fd)
+        _scrub_image()
         _serve(listener)
     finally:
         os._exit(0)
@@ -196,7 +197,8 @@ def _keeper(conn, request, fds):
     if kernel == 0:
         try:
             sandbox.child(plan, args,
-                          start=lambda cmd, env: _kernel(conn, cmd, env))
+                          start=lambda cmd, env: _kernel(conn, cmd, env),
+                          prepare=_set_image)
         except BaseException as error:  # noqa: BLE001 - report, then die
             print(f"not isolated: {error}", flush=True)
         os._exit(70)
@@ -240,6 +242,67 @@ def _report(conn, code, cpu):
         conn.sendall(f"EXIT {code} {cpu:.6f}\n".encode())
     except OSError:
         pass
+
+
+# ------------------------------------------------------ the process image
+
+PR_SET_MM, PR_SET_MM_MAP = 35, 14
+_IMAGE = []  # the kernel's command line and environment, kept alive
+
+
+def _stat_fields():
+    """``/proc/self/stat``'s fields, numbered from 1 as in proc(5)."""
+    with open("/proc/self/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return {number: int(value) if value.lstrip("-").isdigit() else value
+            for number, value in enumerate(fields, start=3)}
+
+
+def _scrub_image():
+    """Zero the grading process's command line and environment strings
+    this copy of it holds (its settings; its environment is already an
+    allow-list, cluster.WORKER_ENVIRONMENT)."""
+    import ctypes
+
+    stat = _stat_fields()
+    for start, end in ((stat[48], stat[49]), (stat[50], stat[51])):
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+
+
+def _set_image(command, env):
+    """Point ``/proc/self/cmdline`` and ``environ`` at the kernel's own
+    command and environment, as ``execve`` would have
+    (``PR_SET_MM_MAP``, which needs no capability)."""
+    import ctypes
+
+    class MemoryMap(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint64) for name in (
+            "start_code", "end_code", "start_data", "end_data",
+            "start_brk", "brk", "start_stack", "arg_start", "arg_end",
+            "env_start", "env_end")] + [
+            ("auxv", ctypes.c_void_p), ("auxv_size", ctypes.c_uint32),
+            ("exe_fd", ctypes.c_uint32)]
+
+    cmdline = b"\0".join(a.encode() for a in command) + b"\0"
+    environ = b"\0".join(f"{k}={v}".encode() for k, v in env.items()) + \
+        b"\0"
+    buffers = [ctypes.create_string_buffer(cmdline, len(cmdline)),
+               ctypes.create_string_buffer(environ, len(environ))]
+    _IMAGE.extend(buffers)
+    box.LIBC.sbrk.restype = ctypes.c_void_p
+    stat = _stat_fields()
+    where = [ctypes.addressof(b) for b in buffers]
+    image = MemoryMap(
+        start_code=stat[26], end_code=stat[27], start_data=stat[45],
+        end_data=stat[46], start_brk=stat[47],
+        brk=box.LIBC.sbrk(ctypes.c_long(0)), start_stack=stat[28],
+        arg_start=where[0], arg_end=where[0] + len(cmdline),
+        env_start=where[1], env_end=where[1] + len(environ),
+        auxv=None, auxv_size=0, exe_fd=0xFFFFFFFF)
+    box.check(box.LIBC.prctl(PR_SET_MM, PR_SET_MM_MAP,
+                             ctypes.byref(image),
+                             ctypes.sizeof(image), 0), "prctl(PR_SET_MM)")
 
 
 # ------------------------------------------------------------ the kernel
