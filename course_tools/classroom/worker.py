@@ -361,12 +361,19 @@ def _events(cell, timeout):
     return found
 
 
-def read_graded(path, timeout):
+def _notebook(graded):
+    """``(notebook, path)``: ``graded`` read, when it is a path."""
+    if isinstance(graded, (str, Path)):
+        return nbformat.read(graded, as_version=4), graded
+    return graded, None
+
+
+def read_graded(graded, timeout):
     """Messages and pass lines per grade cell, and events; cuts long
-    outputs in the graded notebook in place. The grader's remarks for
-    the instructor (``instructor_notes``) are taken out of the graded
-    notebook: they never reach the student."""
-    notebook = nbformat.read(path, as_version=4)
+    outputs in the graded notebook (a path, or the notebook) in place.
+    The grader's remarks for the instructor (``instructor_notes``) are
+    taken out of the graded notebook: they never reach the student."""
+    notebook, path = _notebook(graded)
     messages, passed, events, volume = {}, {}, [], 0
     for cell in notebook.cells:
         if cell.cell_type != "code":
@@ -398,28 +405,31 @@ def read_graded(path, timeout):
     if clean_notebook(notebook):
         events.append("active content (HTML, JavaScript, SVG, markup) "
                       "removed from the graded notebook")
-    nbformat.write(notebook, path)
+    if path is not None:
+        nbformat.write(notebook, path)
     if volume > 2**20:
         events.append(f"printed {volume / 2**20:.1f} MB of output: cut "
                       "in the graded notebook")
     return messages, passed, sorted(set(events))
 
 
-def instructor_notes(path):
+def instructor_notes(graded):
     """The grader's remarks for the instructor alone (an answer like
     ``course_lib``'s reference, a construct to review), taken out of the
-    graded notebook ``path``, which the student may see."""
-    notebook = nbformat.read(path, as_version=4)
+    graded notebook (a path, or the notebook), which the student may
+    see."""
+    notebook, path = _notebook(graded)
     grading = notebook.metadata.get("course_grading", {})
     flags = [str(f) for f in grading.pop("flags", None) or []]
-    nbformat.write(notebook, path)
+    if path is not None:
+        nbformat.write(notebook, path)
     return [f"for the instructor: {flag}" for flag in flags]
 
 
-def environment_failed(path):
+def environment_failed(graded):
     """Why a cell the student cannot edit (the setup cell) failed before
     any code the student could change ran, or None."""
-    notebook = nbformat.read(path, as_version=4)
+    notebook, _ = _notebook(graded)
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
@@ -504,19 +514,22 @@ def grade(task, settings):
         folder = (course_root / task["autograded_dir"] / task["student"]
                   / task["assignment"])
         for name in task["notebooks"]:
-            graded = folder / f"{name}.ipynb"
-            broken = graded.is_file() and environment_failed(graded)
+            path = folder / f"{name}.ipynb"
+            if not path.is_file():
+                continue
+            graded = nbformat.read(path, as_version=4)
+            broken = environment_failed(graded)
             if broken:  # the grader's fault, not the student's
                 result["status"] = "ungraded"
                 reasons.append(f"{name}: {broken}; nothing was recorded: "
                                "fix the grading environment and run again")
-            if graded.is_file():
-                result["instructor"] += instructor_notes(graded)
-                messages, passed, events = read_graded(
-                    graded, settings["timeout"])
-                result["messages"][name] = messages
-                result["passed"][name] = passed
-                reasons += events
+            result["instructor"] += instructor_notes(graded)
+            messages, passed, events = read_graded(
+                graded, settings["timeout"])
+            nbformat.write(graded, path)
+            result["messages"][name] = messages
+            result["passed"][name] = passed
+            reasons += events
         result["notebooks"], result["timestamp"] = read_scores(db, task)
         steps.done("read results")
     result["reasons"] = reasons

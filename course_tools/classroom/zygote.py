@@ -46,16 +46,19 @@ import types
 
 from course_tools.classroom import box
 
-# What a kernel imports on its own and the zygote imports once. Nothing of
-# course_lib: the kernel's course_lib is the assignment's, without its
-# answers (strip.py), bound over the package in the kernel's new root.
-PRELOAD = ("numpy", "torch", "torch.nn.functional", "matplotlib",
+# What a kernel imports on its own (ipykernel, its debugger) and what the
+# chapters import (chapter 1's convex hulls, chapter 5's FLOP counter),
+# imported once. Nothing of course_lib: the kernel's course_lib is the
+# assignment's, without its answers (strip.py), bound over the package
+# in the kernel's new root.
+PRELOAD = ("numpy", "torch", "torch.nn.functional",
+           "torch.utils.flop_counter", "scipy.spatial", "matplotlib",
            "matplotlib.pyplot", "matplotlib_inline.backend_inline",
            "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
            "ipykernel.zmqshell", "ipykernel.debugger")
 INLINE = "module://matplotlib_inline.backend_inline"
 MAX_REQUEST = 2**28  # bytes of one request (a kernel's cases file)
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 HEADER = struct.Struct("!I")
 
 
@@ -122,6 +125,7 @@ def _close(fd):
 
 
 def _serve(listener):
+    signal.signal(signal.SIGTERM, _end)
     while True:
         _reap()
         try:
@@ -143,6 +147,22 @@ def _serve(listener):
         conn.close()
         for fd in fds:
             _close(fd)
+
+
+def _end(*_):
+    """Stop at the grading process's request, once the keepers that
+    are ending have been waited for (so their CPU time is counted)."""
+    import time
+
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.01)
+    os._exit(0)
 
 
 def _reap():
@@ -315,6 +335,9 @@ def _kernel(conn, command, env):
         raise sandbox_refused(f"expected python -m ipykernel_launcher, "
                               f"got {command[:3]}")
     conn.close()
+    # A change of uid makes a process undumpable (its /proc files the
+    # root's); execve would have made the kernel dumpable again.
+    box.LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     for fd in _open_fds():  # the grader's, held for the new root
         if fd > 2:
             _close(fd)
