@@ -50,6 +50,22 @@ class Misconception:
     fn: object  # the reference's signature (module: the module first)
 
 
+@dataclass(frozen=True)
+class Family:
+    """A family of cases and the points it earns: the points go to an
+    answer that passes every case of the family, visible and hidden.
+    ``member(case) -> bool`` picks the family's cases (``None``: every
+    case no earlier family took); ``points`` ``None`` (one family): all
+    the exercise's points."""
+
+    name: str
+    points: float | None = None
+    member: object = None
+
+
+EVERY_CASE = Family("every case")
+
+
 @dataclass
 class Exercise:
     """An exercise. For a module exercise (``module=True``) ``reference``
@@ -79,6 +95,8 @@ class Exercise:
     assemble: object = None  # (results of the calls) -> result
     flatten: object = None  # (result, what) -> the outputs' tuple
     inputs_after: object = None  # (case, outputs, args) -> message | None
+    # how the points split (families of cases); () is one family
+    families: tuple = ()
 
 
 # ---------------------------------------------------------------- arrays
@@ -194,19 +212,132 @@ def payload(exercise, case):
 
 def run(exercise, student, cases):
     """Check ``student`` on ``cases`` in this process; return a one-line
-    report or raise :class:`GradingError`."""
-    worst = 0.0
+    report or raise :class:`GradingError` (the first failure)."""
+    judged, worst = run_each(exercise, student, cases)
+    for _case, message in judged:
+        if message is not None:
+            raise GradingError(message)
+    return (
+        f"{exercise.name}: {len(cases)} cases passed "
+        f"(largest difference from the reference {worst:.1e})"
+    )
+
+
+def run_each(exercise, student, cases):
+    """Judge ``student`` on every case in this process: ``([(case,
+    message or None)], largest difference)``."""
+    judged, worst = [], 0.0
     for case in cases:
         # the same plain data a kernel and the grader would exchange
         data = wire.decode(wire.encode(payload(exercise, case)),
                            functions=True)
         outcome = harness.evaluate(student, data, module=exercise.module)
         outcome = wire.decode(wire.encode(outcome))
-        worst = max(worst, judge(exercise, case, outcome))
-    return (
-        f"{exercise.name}: {len(cases)} cases passed "
-        f"(largest difference from the reference {worst:.1e})"
-    )
+        try:
+            worst = max(worst, judge(exercise, case, outcome))
+            judged.append((case, None))
+        except GradingError as error:
+            judged.append((case, str(error)))
+    return judged, worst
+
+
+def family_of(exercise, case):
+    """The :class:`Family` of ``case``: the first of the exercise's
+    families whose ``member`` takes it."""
+    for family in exercise.families:
+        if family.member is None or family.member(case):
+            return family
+    if exercise.families:
+        raise ValueError(f"{exercise.name}: no family takes {case.label!r}")
+    return EVERY_CASE
+
+
+@dataclass
+class FamilyResult:
+    """How one family of cases did: its points, the points earned, how
+    many cases ran, and the first failure's message (``None``: all
+    passed)."""
+
+    name: str
+    points: float
+    earned: float
+    cases: int
+    failure: str | None
+
+    def line(self, exercise):
+        """``✓ name, family: 2 of 2 points`` or ``✗ ...: 0 of 2 points:
+        why``."""
+        head = (f"{exercise}, {self.name}: {self.earned:g} of "
+                f"{self.points:g} points")
+        if self.failure is None:
+            return f"\u2713 {head} (all {self.cases} cases passed)"
+        return f"\u2717 {head}, since {self.failure}"
+
+
+def tally(exercise, judged, points=None):
+    """``[FamilyResult]`` of ``judged``, ``[(case, message or None)]``:
+    a family earns its points when each of its cases passed.
+    ``points``: the exercise's points (one family)."""
+    families = exercise.families or (EVERY_CASE,)
+    found = {f.name: [] for f in families}
+    for case, message in judged:
+        found[family_of(exercise, case).name].append(message)
+    results = []
+    for family in families:
+        messages = found[family.name]
+        share = family.points if family.points is not None else points
+        share = float(share or 0)
+        failure = next((m for m in messages if m is not None), None)
+        results.append(FamilyResult(
+            family.name, share, share if failure is None else 0.0,
+            len(messages), failure))
+    return results
+
+
+def breakdown(exercise_name, results):
+    """The lines that say which family earned what, and why not."""
+    return [r.line(exercise_name) for r in results]
+
+
+def kinds(exercise, case):
+    """The kinds of input ``case`` tests, as a set of short phrases: its
+    family of cases, the dtypes of its tensors, the number of axes of
+    each tensor argument (batch shapes, shared or per-sequence masks),
+    the arguments left ``None``, the keywords and constructor options it
+    passes, and edge sizes (an axis of size 1, an integer argument 1).
+    A test asserts that the hidden cases of every exercise test no kind
+    that its visible cases do not."""
+    found = set()
+    if len(exercise.families) > 1:
+        found.add(f"family {family_of(exercise, case).name}")
+    for index, value in enumerate(case.args):
+        _kinds_of(value, f"argument {index}", found)
+    for key, value in case.kwargs.items():
+        found.add(f"keyword {key}")
+        _kinds_of(value, key, found)
+    found.update(f"option {key}" for key in case.init)
+    return found
+
+
+def _kinds_of(value, where, found):
+    if type(value) is torch.Tensor:
+        if value.is_floating_point():
+            found.add(f"dtype {str(value.dtype).removeprefix('torch.')}")
+        found.add(f"{where}: {value.ndim} axes")
+        if 1 in value.shape:
+            found.add("an axis of size 1")
+    elif value is None:
+        found.add(f"{where}: None")
+    elif type(value) is int:
+        if value == 1:
+            found.add(f"{where} = 1")
+    elif type(value) is numpy.ndarray:
+        found.add(f"{where}: a numpy array")
+    elif type(value) in (list, tuple):
+        if value and all(type(v) in (int, float) for v in value):
+            found.add(f"{where}: a {type(value).__name__} of numbers")
+        for index, item in enumerate(value):
+            _kinds_of(item, f"{where}[{index}]", found)
 
 
 def judge(exercise, case, outcome):
