@@ -60,9 +60,6 @@ SOFTMAX = Exercise(
     name="softmax",
     reference=ref.softmax,
     visible=_softmax_cases_visible,
-    families=(Family("the last axis", 2,
-                     lambda case: "dim" not in case.kwargs),
-              Family("another axis (dim=...)", 1)),
     misconceptions=(
         Misconception(
             "no maximum subtracted",
