@@ -6,7 +6,7 @@ import math
 import torch
 
 from course_lib import attention as ref
-from course_lib.grading.common import F64, randn, rows_sum_to_one
+from course_lib.grading.common import F64, randn, rows_sum_to_one, with_axes
 from course_lib.grading.engine import Case, Exercise, Family, Misconception
 
 SOFTMAX_TORCH = frozenset({"softmax", "log_softmax", "_softmax", "softmin"})
@@ -202,8 +202,7 @@ SIMPLE_SELF_ATTENTION = Exercise(
     name="simple_self_attention",
     reference=ref.simple_self_attention,
     visible=_simple_cases_visible,
-    families=(Family("one sequence (N, D)", 2,
-                     lambda case: case.args[0].ndim == 2),
+    families=(Family("a single sequence (N, D)", 2, with_axes(2)),
               Family("batches (..., N, D)", 1)),
     outputs=("output", "weights"),
     misconceptions=(

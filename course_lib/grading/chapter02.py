@@ -11,8 +11,9 @@ from course_lib import attention as ref
 from course_lib.grading.common import (
     F64,
     masked_weights_are_zero,
-    random_mask,
     randn,
+    random_mask,
+    without_mask,
 )
 from course_lib.grading.engine import (
     Case,
@@ -132,9 +133,8 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=ref.scaled_dot_product_attention,
     visible=_sdpa_visible,
-    families=(Family("without a mask", 2,
-                     lambda case: len(case.args) < 4 or case.args[3] is None),
-              Family("with a mask", 2)),
+    families=(Family("inputs without a mask", 2, without_mask(3)),
+              Family("inputs with a mask", 2)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
@@ -287,8 +287,8 @@ SELF_ATTENTION = Exercise(
         ("a (2, 2, 3) batch: two batch axes", {"d_model": 4, "d_k": 3},
          (2, 2, 3), torch.float32, False),
     ], seed=60),
-    families=(Family("without a mask", 2, lambda case: len(case.args) < 2),
-              Family("with a mask", 1)),
+    families=(Family("inputs without a mask", 2, without_mask(1)),
+              Family("inputs with a mask", 1)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception("no 1/sqrt(d_k) scale",

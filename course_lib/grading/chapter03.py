@@ -17,6 +17,8 @@ from course_lib.grading.common import (
     random_mask,
     rows_sum_to_one,
     token_module_cases,
+    with_axes,
+    without_mask,
 )
 from course_lib.grading.engine import (
     Case,
@@ -57,8 +59,7 @@ SPLIT_HEADS = Exercise(
         Case("one head: X (4, 6) unchanged but for the axis",
              (randn(4, 6, seed=88), 1)),
     ],
-    families=(Family("one sequence (N, D)", 1,
-                     lambda case: case.args[0].ndim == 2),
+    families=(Family("a single sequence (N, D)", 1, with_axes(2)),
               Family("batches (..., N, D)", 1)),
     misconceptions=(
         Misconception(
@@ -102,8 +103,7 @@ MERGE_HEADS = Exercise(
              (randn(2, 2, 3, 4, 2, seed=97, dtype=F64),)),
         Case("a single head (1, 4, 3)", (randn(1, 4, 3, seed=98),)),
     ],
-    families=(Family("one sequence's heads (H, N, d_head)", 1,
-                     lambda case: case.args[0].ndim == 3),
+    families=(Family("one sequence's heads (H, N, d_head)", 1, with_axes(3)),
               Family("batches (..., H, N, d_head)", 1)),
     misconceptions=(
         Misconception(
@@ -190,9 +190,8 @@ MULTI_HEAD_ATTENTION = Exercise(
         ("(2, 2, 3): two batch axes", {"d_model": 6, "n_heads": 3},
          (2, 2, 3), torch.float32, None),
     ], seed=100),
-    families=(Family("one sequence (N, d_model)", 2,
-                     lambda case: case.args[0].ndim == 2),
-              Family("batches, with and without masks", 2)),
+    families=(Family("a single sequence (N, d_model)", 2, with_axes(2)),
+              Family("batches, with or without masks", 2)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
@@ -384,9 +383,8 @@ GROUPED_QUERY_ATTENTION = Exercise(
         ("a single sequence in a batch of 1, float64", (1, 5), 8, 4, 2,
          F64, None),
     ], seed=150),
-    families=(Family("without a mask", 2,
-                     lambda case: len(case.args) < 8 or case.args[7] is None),
-              Family("with a mask", 1)),
+    families=(Family("inputs without a mask", 2, without_mask(7)),
+              Family("inputs with a mask", 1)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(

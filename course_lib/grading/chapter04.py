@@ -15,6 +15,7 @@ from course_lib.grading.common import (
     TORCH_ATTENTION,
     randn,
     token_module_cases,
+    without_mask,
 )
 from course_lib.grading.engine import (
     Case,
@@ -321,8 +322,8 @@ TRANSFORMER_LAYER = Exercise(
         ("pre-LN on (2, 2, 3): two batch axes", _init(8, 2, 16, True),
          (2, 2, 3), F32, None),
     ], seed=400),
-    families=(Family("without a mask", 2, lambda case: len(case.args) < 2),
-              Family("with a mask", 2)),
+    families=(Family("inputs without a mask", 2, without_mask(1)),
+              Family("inputs with a mask", 2)),
     misconceptions=(
         _wrong_layer(
             "pre-LN residual taken from the normalised input",

@@ -19,6 +19,7 @@ from course_lib.grading.common import (
     randn,
     rows_sum_to_one,
     token_module_cases,
+    without_mask,
 )
 from course_lib.grading.engine import (
     Case,
@@ -515,8 +516,8 @@ ROTARY_ATTENTION = Exercise(
                       "is allowed): W_q, W_k, W_v and W_o, and no other "
                       "parameters."),
     visible=_rotary_attention_visible,
-    families=(Family("without a mask", 2, lambda case: len(case.args) < 2),
-              Family("with a mask", 2)),
+    families=(Family("inputs without a mask", 2, without_mask(1)),
+              Family("inputs with a mask", 2)),
     outputs=("output", "weights"),
     misconceptions=(
         _wrong_rotary(
