@@ -274,6 +274,20 @@ class FamilyResult:
         return f"\u2717 {head}, since {self.failure}"
 
 
+def points_text(exercise, points):
+    """How the exercise's ``points`` split, as its text in the notebook
+    states it (a test keeps the two the same)."""
+    if len(exercise.families) < 2:
+        return (f"*Points:* all {points:g} for an answer that passes every "
+                "case, the visible ones and the hidden ones of the same "
+                "kinds.")
+    parts = [f"{f.points:g} of the {points:g} for {f.name}"
+             for f in exercise.families]
+    return ("*Points:* " + ", ".join(parts[:-1]) + f" and {parts[-1]}; "
+            "a family of cases earns its points when all its cases, "
+            "visible and hidden, pass.")
+
+
 def tally(exercise, judged, points=None):
     """``[FamilyResult]`` of ``judged``, ``[(case, message or None)]``:
     a family earns its points when each of its cases passed.
