@@ -14,8 +14,14 @@ from nbformat.v4 import new_code_cell, new_output
 from nbgrader.utils import determine_grade
 from torch import nn
 
-from course_lib.grading import GradingError, check, exercise, exercises
-from course_lib.grading import harness, wire
+from course_lib.grading import (
+    GradingError,
+    check,
+    exercise,
+    exercises,
+    harness,
+    wire,
+)
 from course_lib.grading.engine import (
     kinds,
     payload,
