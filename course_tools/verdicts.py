@@ -38,7 +38,8 @@ from course_lib.grading import (
     rules,
     wire,
 )
-from course_lib.grading.engine import breakdown, judge, payload, tally
+from course_lib.grading.engine import judge, payload
+from course_lib.grading.families import breakdown, tally
 from course_tools import hidden as hidden_cases
 
 PASSED = "\u2713"

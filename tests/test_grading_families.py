@@ -22,13 +22,8 @@ from course_lib.grading import (
     harness,
     wire,
 )
-from course_lib.grading.engine import (
-    kinds,
-    payload,
-    points_text,
-    run_each,
-    tally,
-)
+from course_lib.grading.engine import payload, run_each
+from course_lib.grading.families import kinds, points_text, tally
 from course_tools import hidden, verdicts
 from course_tools.classroom import feedback
 from tests.nbgrading import ROOT, notebook_path

@@ -73,7 +73,8 @@ def family_points(exercise, source, points):
     """The points an answer earns in process: those of the families of
     cases (visible and hidden) it passes entirely."""
     from course_lib.grading import exercise as spec_of
-    from course_lib.grading.engine import run_each, tally
+    from course_lib.grading.engine import run_each
+    from course_lib.grading.families import tally
     from course_tools import hidden
 
     spec = spec_of(exercise)

@@ -103,7 +103,8 @@ def engine_run(spec, obj):
     """Judge ``obj`` on the visible cases: the pass line, or raise with
     the first failure and, when the points split, what each family of
     cases would earn."""
-    from course_lib.grading.engine import breakdown, run_each, tally
+    from course_lib.grading.engine import run_each
+    from course_lib.grading.families import breakdown, tally
 
     cases = spec.visible()
     judged, worst = run_each(spec, obj, cases)

@@ -7,7 +7,8 @@ import torch
 
 from course_lib import attention as ref
 from course_lib.grading.common import F64, randn, rows_sum_to_one, with_axes
-from course_lib.grading.engine import Case, Exercise, Family, Misconception
+from course_lib.grading.engine import Case, Exercise, Misconception
+from course_lib.grading.families import Family
 
 SOFTMAX_TORCH = frozenset({"softmax", "log_softmax", "_softmax", "softmin"})
 SOFTMAX_ATEN = frozenset({"_softmax", "_log_softmax", "_safe_softmax"})

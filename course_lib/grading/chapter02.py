@@ -18,10 +18,10 @@ from course_lib.grading.common import (
 from course_lib.grading.engine import (
     Case,
     Exercise,
-    Family,
     Misconception,
     as_array,
 )
+from course_lib.grading.families import Family
 
 SDPA_TORCH = frozenset({"scaled_dot_product_attention",
                         "multi_head_attention_forward"})

@@ -23,10 +23,10 @@ from course_lib.grading.common import (
 from course_lib.grading.engine import (
     Case,
     Exercise,
-    Family,
     Misconception,
     as_array,
 )
+from course_lib.grading.families import Family
 
 # ------------------------------------------------------ split/merge heads
 

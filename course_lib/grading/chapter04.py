@@ -20,10 +20,10 @@ from course_lib.grading.common import (
 from course_lib.grading.engine import (
     Case,
     Exercise,
-    Family,
     Misconception,
     as_array,
 )
+from course_lib.grading.families import Family
 
 # Note 001's three 4-dimensional embeddings ("cat", "opened", "its").
 NOTES_EMBEDDINGS = torch.tensor([[0.1, -2.0, 0.4, -1.0],

@@ -24,10 +24,10 @@ from course_lib.grading.common import (
 from course_lib.grading.engine import (
     Case,
     Exercise,
-    Family,
     Misconception,
     as_array,
 )
+from course_lib.grading.families import Family
 
 # --------------------------------------------------------- the variants
 
