@@ -111,17 +111,25 @@ class Starting:
     something else. ``result()`` waits for ``(client, cluster, lines)``;
     ``close(settings)`` stops what was started (:func:`close`)."""
 
-    def __init__(self, address, jobs):
+    def __init__(self, address, jobs, settings=None):
         self._found = {}
         self._thread = threading.Thread(target=self._connect,
-                                        args=(address, jobs), daemon=True)
+                                        args=(address, jobs, settings),
+                                        daemon=True)
         self._thread.start()
 
-    def _connect(self, address, jobs):
+    def _connect(self, address, jobs, settings):
         try:
             self._found["value"] = connect(address, jobs)
         except BaseException as error:  # raised again by result()
             self._found["error"] = error
+            return
+        if settings is not None:  # kept, or Dask would cancel them
+            client = self._found["value"][0]
+            self._found["warming"] = [
+                client.submit(warm_up, settings, pure=False,
+                              workers=[address], allow_other_workers=False)
+                for address in client.scheduler_info()["workers"]]
 
     def result(self):
         self._thread.join()
@@ -298,6 +306,18 @@ _PROBED = {}  # settings -> what probe found on this machine
 def grade_submission(task, submission, template, settings, limit_s):
     """Grade one submission on this worker; return the result, with the
     autograded folder as ``autograded`` bytes (``parcel.pack_tree``)."""
+    return _slot(settings).grade(task, submission, template, limit_s)
+
+
+def warm_up(settings):
+    """Start this worker thread's grading process for the batch
+    ``settings`` now: it imports for seconds (PyTorch, nbgrader, what the
+    kernels' zygote holds) while the grader builds the templates."""
+    _slot(settings).start()
+    return True
+
+
+def _slot(settings):
     key = (threading.get_ident(), _batch(settings))
     with _SLOTS_LOCK:
         slot = _SLOTS.get(key)
@@ -305,7 +325,7 @@ def grade_submission(task, submission, template, settings, limit_s):
         slot = _Slot(settings)  # raises when it cannot isolate
         with _SLOTS_LOCK:
             _SLOTS[key] = slot
-    return slot.grade(task, submission, template, limit_s)
+    return slot
 
 
 def _batch(settings):
@@ -420,9 +440,12 @@ class _Slot:
         return {"template": str(home / "course"),
                 "template_db": str(home / "gradebook.db")}
 
-    def _ask(self, task, limit_s):
+    def start(self):
         if self.process is None:
             self.process = _spawn(self.settings)
+
+    def _ask(self, task, limit_s):
+        self.start()
         killed = threading.Event()
 
         def stop(process=self.process):

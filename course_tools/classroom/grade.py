@@ -141,12 +141,13 @@ def _grade_class(options):
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
     # The workers start while the templates are built.
     jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(todo)))
-    starting = cluster.Starting(options.scheduler, jobs)
     settings = {"memory_mb": options.memory_mb,
                 "skip_tagged": options.skip_tagged,
                 "timeout": options.timeout, "isolate": options.isolate,
                 "disk_mb": options.disk_mb,
                 "hide": _hidden(course, options, scratch)}
+    # the grading processes start (and import) while templates are built
+    starting = cluster.Starting(options.scheduler, jobs, settings)
     try:
         templates = _templates(course, sorted({a for a, _, _, _ in todo}),
                                scratch, state, sources)
