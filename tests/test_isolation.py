@@ -44,6 +44,7 @@ TIMEOUT = 40  # seconds per cell: four children fill 4 GB, slowly
 # What the grader writes into the course; a kernel may change nothing.
 GRADER_WRITES = {"gradebook.db", "gradebook.db-journal", "grades.csv",
                  "grading_state.json", ".grading.lock", "autograded",
+                 ".grading-templates",
                  "feedback"}
 STDLIB = ("argparse", "json", "ctypes", "shutil", "resource")
 # A module named like the standard library's, next to the notebook:

@@ -46,6 +46,9 @@ ALLOWED_FAILURES = 2  # worker deaths one submission may cost, embedded
 RETRIES = 1  # retries of a submission whose task raised (a refusal)
 IN_FLIGHT = 4  # submissions queued per worker thread
 CONNECT_S = 30  # seconds to reach a scheduler and see a worker
+# An embedded cluster serves its dashboard (half a second of CPU to
+# start) for a batch long enough to watch.
+DASHBOARD_FROM = 50
 # The environment variables a grading process gets (and LC_*, JUPYTER_*).
 WORKER_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG",
                       "LANGUAGE", "TZ", "TMPDIR", "MPLBACKEND")
@@ -53,10 +56,11 @@ WORKER_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG",
 
 # The grader's side.
 
-def connect(address, jobs):
+def connect(address, jobs, dashboard=True):
     """``(client, cluster, lines)``: a client of the scheduler at
     ``address`` (``cluster`` None), or of an embedded ``LocalCluster``
-    of ``jobs`` processes; ``lines`` say where it grades."""
+    of ``jobs`` processes, with a dashboard when ``dashboard``; ``lines``
+    say where it grades."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -83,7 +87,8 @@ def connect(address, jobs):
             cluster = LocalCluster(
                 n_workers=jobs, threads_per_worker=1, processes=False,
                 protocol="tcp://", host="127.0.0.1",
-                dashboard_address="127.0.0.1:0", memory_limit=0,
+                dashboard_address="127.0.0.1:0" if dashboard else None,
+                memory_limit=0,
                 silence_logs=40)
             client = Client(cluster)
     workers = client.scheduler_info()["workers"]
@@ -95,10 +100,13 @@ def connect(address, jobs):
         shown = client.run_on_scheduler(_serves_dashboard)
     except Exception:  # a scheduler that runs nothing it is sent
         shown = False
-    if shown:
+    if shown and (address or dashboard):
         lines.append(f"Dask dashboard: {client.dashboard_link}")
-    else:
+    elif address or dashboard:
         lines.append("no Dask dashboard (its scheduler has no bokeh)")
+    else:
+        lines.append(f"no Dask dashboard (a batch of fewer than "
+                     f"{DASHBOARD_FROM} submissions)")
     return client, cluster, lines
 
 
@@ -111,16 +119,16 @@ class Starting:
     something else. ``result()`` waits for ``(client, cluster, lines)``;
     ``close(settings)`` stops what was started (:func:`close`)."""
 
-    def __init__(self, address, jobs, settings=None):
+    def __init__(self, address, jobs, settings=None, dashboard=True):
         self._found = {}
-        self._thread = threading.Thread(target=self._connect,
-                                        args=(address, jobs, settings),
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._connect, args=(address, jobs, settings, dashboard),
+            daemon=True)
         self._thread.start()
 
-    def _connect(self, address, jobs, settings):
+    def _connect(self, address, jobs, settings, dashboard):
         try:
-            self._found["value"] = connect(address, jobs)
+            self._found["value"] = connect(address, jobs, dashboard)
         except BaseException as error:  # raised again by result()
             self._found["error"] = error
             return
@@ -148,7 +156,7 @@ def check_isolation(client, settings):
     """``(line, fallbacks)`` for the whole cluster: ``isolated`` when
     every worker isolates kernels, else ``not isolated: WHY`` naming the
     first worker that cannot, and the weaker limits any falls back to."""
-    found = client.run(probe, settings)
+    found = client.run(probed, settings)
     fallbacks = sorted({f for _, more in found.values() for f in more})
     for address, (line, _) in sorted(found.items()):
         if line != "isolated":
@@ -368,6 +376,12 @@ def probe(settings):
         "process, processes a per-user cap"]
     _PROBED[_batch(settings)] = line, fallbacks
     return line, fallbacks
+
+
+def probed(settings):
+    """``probe(settings)``, or what it found on this worker in this run
+    (when a grading process was started early, ``warm_up``)."""
+    return _PROBED.get(_batch(settings)) or probe(settings)
 
 
 def installation():

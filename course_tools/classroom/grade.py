@@ -147,7 +147,9 @@ def _grade_class(options):
                 "disk_mb": options.disk_mb,
                 "hide": _hidden(course, options, scratch)}
     # the grading processes start (and import) while templates are built
-    starting = cluster.Starting(options.scheduler, jobs, settings)
+    starting = cluster.Starting(
+        options.scheduler, jobs, settings,
+        dashboard=len(todo) >= cluster.DASHBOARD_FROM)
     try:
         templates = _templates(course, sorted({a for a, _, _, _ in todo}),
                                scratch, state, sources)
