@@ -100,27 +100,41 @@ def cells_alone(chapter):
         manager.shutdown_kernel(now=True)
 
 
-def make_grade(chapter, copies, folder, jobs=1):
-    """Grade ``copies`` of the solution in a fresh course with
-    ``python -m course_tools.classroom``: ``(cpu, wall, steps, scores)``."""
+def make_grade(chapter, copies, folder, jobs=1, root=ROOT):
+    """Grade ``copies`` of the solution in a fresh course with ``python -m
+    course_tools.classroom`` of the checkout ``root``: ``(cpu, wall,
+    steps)``, steps per submission when ``root`` reports them."""
     solution = nbformat.read(notebook_path(chapter), 4)
     course = Path(tempfile.mkdtemp(prefix="course-", dir=folder))
     _prepare_course(chapter, {f"s{k:03d}": solution
                               for k in range(copies)}, course)
     report = course / "cpu.json"
+    python = sys.executable if root == ROOT else str(
+        root / ".venv" / "bin" / "python")
+    extra = ["--cpu-report", str(report)] if root == ROOT else []
     before, start = _children_cpu(), time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "course_tools.classroom", "--course",
-         str(course), "--jobs", str(jobs), "--no-progress",
-         "--cpu-report", str(report)], cwd=ROOT, capture_output=True,
-        text=True)
+        [python, "-m", "course_tools.classroom", "--course", str(course),
+         "--jobs", str(jobs), "--no-progress", *extra], cwd=root,
+        capture_output=True, text=True)
     wall, cpu = time.monotonic() - start, _children_cpu() - before
     if result.returncode != 0:
         sys.exit(f"make grade failed:\n{result.stdout[-2000:]}\n"
                  f"{result.stderr[-3000:]}")
-    rows = json.loads(report.read_text())
+    rows = json.loads(report.read_text()) if report.is_file() else []
     shutil.rmtree(course, ignore_errors=True)
     return cpu, wall, [r["steps"] for r in rows]
+
+
+def baseline_costs(chapter, extra, folder, root):
+    """Fixed and marginal CPU of ``make grade`` in another checkout."""
+    one_cpu, one_wall, _ = make_grade(chapter, 1, folder, root=root)
+    many_cpu, _, _ = make_grade(chapter, 1 + extra, folder, root=root)
+    marginal = (many_cpu - one_cpu) / extra
+    return {"one_submission_cpu_s": round(one_cpu, 2),
+            "one_submission_wall_s": round(one_wall, 2),
+            "marginal_cpu_s": round(marginal, 3),
+            "fixed_cpu_s": round(one_cpu - marginal, 2)}
 
 
 def chapter_costs(chapter, extra, folder):
@@ -219,6 +233,9 @@ def main():
                         help="K: the larger run grades 1 + K copies")
     parser.add_argument("--class-size", type=int, default=40)
     parser.add_argument("--no-nbgrader", action="store_true")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also measure chapter 1 with the checkout "
+                        "DIR (its .venv), for a before and after")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks"
                         / "grade_cost.latest.json")
     args = parser.parse_args()
@@ -233,6 +250,12 @@ def main():
             print(chapter, json.dumps(figures["chapters"][chapter]),
                   flush=True)
         figures["projection"] = projection(figures["chapters"])
+        if args.baseline:
+            figures["baseline"] = {
+                "checkout": str(args.baseline), "chapter": CHAPTERS[0],
+                **baseline_costs(CHAPTERS[0], args.extra, folder,
+                                 args.baseline.resolve())}
+            print("baseline", json.dumps(figures["baseline"]), flush=True)
         if not args.no_nbgrader:
             figures["chapter_1_class"] = chapter_one_class(
                 args.class_size, folder)

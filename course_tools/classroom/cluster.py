@@ -509,7 +509,11 @@ def _spawn(settings):
         [sys.executable, "-I", "-u", "-m", "course_tools.classroom.worker",
          json.dumps(settings)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-        start_new_session=True)
+        start_new_session=True,
+        # not the grader's working folder: nbgrader changes it for a while
+        # as it builds templates, in another thread, and a process whose
+        # working folder is gone cannot load PyTorch (MKL's loader)
+        cwd=settings["scratch"])
     log.close()
     # The grading process's own memory is capped too (kernels get less);
     # set from outside, as a preexec_fn is unsafe beside other threads.

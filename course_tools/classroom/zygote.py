@@ -201,6 +201,7 @@ def _keeper(conn, request, fds):
 
     os.setsid()
     box.LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the zygote's
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         _close(fd)
