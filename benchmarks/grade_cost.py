@@ -9,12 +9,13 @@ Per chapter, three measurements:
   cells but those tagged ``skip-when-grading``) take in a warm kernel,
   one that has imported what the grading kernels' template imports
   (``zygote.PRELOAD``) and ``course_lib``, measured in that kernel;
-- ``make grade`` (``python -m course_tools.classroom --jobs 1``) of one
-  copy of the chapter's solution, then of 1 + K copies, each in a fresh
-  course: the CPU seconds of the whole run (every process it started
-  and waited for: grader, grading process, zygote, kernels) and its
-  wall time. Marginal cost = (CPU(1 + K) - CPU(1)) / K; fixed cost =
-  CPU(1) - marginal;
+- ``make grade`` (``python -m course_tools.classroom --jobs 1``) in one
+  course: a first run grades one copy of the chapter's solution (and
+  builds the assignment's template), a second run one late submission
+  (the template kept), a third K new ones: the CPU seconds of each whole
+  run (every process it started and waited for: grader, grading
+  process, zygote, kernels) and its wall time. Marginal cost = (CPU(K)
+  - CPU(1)) / (K - 1); fixed cost = CPU(1) - marginal;
 - the CPU per step of grading one submission, the mean over the
   submissions of the larger run (``--cpu-report``).
 
@@ -88,7 +89,9 @@ def cells_alone(chapter):
     manager.start_kernel(env=env,
                          cwd=str(notebook_path(chapter).parent))
     try:
-        client = NotebookClient(warm, km=manager, timeout=900)
+        # exercise and test cells carry "skip-execution" (for the book)
+        client = NotebookClient(warm, km=manager, timeout=900,
+                                skip_cells_with_tag="never-skipped")
         with client.setup_kernel():
             client.execute_cell(warm.cells[0], 0)
             pid = manager.provisioner.process.pid
@@ -100,15 +103,27 @@ def cells_alone(chapter):
         manager.shutdown_kernel(now=True)
 
 
-def make_grade(chapter, copies, folder, jobs=1, root=ROOT):
-    """Grade ``copies`` of the solution in a fresh course with ``python -m
-    course_tools.classroom`` of the checkout ``root``: ``(cpu, wall,
-    steps)``, steps per submission when ``root`` reports them."""
-    solution = nbformat.read(notebook_path(chapter), 4)
+def new_course(chapter, folder):
+    """A course of ``chapter`` with no submission yet."""
     course = Path(tempfile.mkdtemp(prefix="course-", dir=folder))
-    _prepare_course(chapter, {f"s{k:03d}": solution
-                              for k in range(copies)}, course)
+    _prepare_course(chapter, {}, course)
+    return course
+
+
+def make_grade(chapter, course, copies, jobs=1, root=ROOT):
+    """Add ``copies`` of the solution to ``course`` and grade them with
+    ``python -m course_tools.classroom`` of the checkout ``root``:
+    ``(cpu, wall, steps)``, steps per submission when ``root`` reports
+    them."""
+    solution = nbformat.read(notebook_path(chapter), 4)
+    name = notebook_path(chapter).name
+    start = len(list((course / "submitted").glob("*")))
+    for k in range(start, start + copies):
+        target = course / "submitted" / f"s{k:03d}" / chapter
+        target.mkdir(parents=True)
+        nbformat.write(solution, target / name)
     report = course / "cpu.json"
+    report.unlink(missing_ok=True)
     python = sys.executable if root == ROOT else str(
         root / ".venv" / "bin" / "python")
     extra = ["--cpu-report", str(report)] if root == ROOT else []
@@ -122,15 +137,17 @@ def make_grade(chapter, copies, folder, jobs=1, root=ROOT):
         sys.exit(f"make grade failed:\n{result.stdout[-2000:]}\n"
                  f"{result.stderr[-3000:]}")
     rows = json.loads(report.read_text()) if report.is_file() else []
-    shutil.rmtree(course, ignore_errors=True)
-    return cpu, wall, [r["steps"] for r in rows]
+    return cpu, wall, [r["steps"] for r in rows if r["steps"]]
 
 
 def baseline_costs(chapter, extra, folder, root):
     """Fixed and marginal CPU of ``make grade`` in another checkout."""
-    one_cpu, one_wall, _ = make_grade(chapter, 1, folder, root=root)
-    many_cpu, _, _ = make_grade(chapter, 1 + extra, folder, root=root)
-    marginal = (many_cpu - one_cpu) / extra
+    course = new_course(chapter, folder)
+    make_grade(chapter, course, 1, root=root)
+    one_cpu, one_wall, _ = make_grade(chapter, course, 1, root=root)
+    many_cpu, _, _ = make_grade(chapter, course, extra, root=root)
+    shutil.rmtree(course, ignore_errors=True)
+    marginal = (many_cpu - one_cpu) / (extra - 1)
     return {"one_submission_cpu_s": round(one_cpu, 2),
             "one_submission_wall_s": round(one_wall, 2),
             "marginal_cpu_s": round(marginal, 3),
@@ -138,20 +155,28 @@ def baseline_costs(chapter, extra, folder, root):
 
 
 def chapter_costs(chapter, extra, folder):
+    """One course: a first run (one submission: the template is built),
+    a late submission (one more: the template is kept), then ``extra``
+    more at once."""
     alone = cells_alone(chapter)
-    one_cpu, one_wall, _ = make_grade(chapter, 1, folder)
-    many_cpu, many_wall, steps = make_grade(chapter, 1 + extra, folder)
-    marginal = (many_cpu - one_cpu) / extra
+    course = new_course(chapter, folder)
+    first_cpu, first_wall, _ = make_grade(chapter, course, 1)
+    one_cpu, one_wall, _ = make_grade(chapter, course, 1)
+    many_cpu, many_wall, steps = make_grade(chapter, course, extra)
+    shutil.rmtree(course, ignore_errors=True)
+    marginal = (many_cpu - one_cpu) / (extra - 1)
     mean_steps = {}
     for row in steps:
         for name, seconds in row.items():
             mean_steps[name] = mean_steps.get(name, 0.0) + seconds / len(
                 steps)
     return {"cells_alone_cpu_s": round(alone, 3),
+            "first_run_cpu_s": round(first_cpu, 2),
+            "first_run_wall_s": round(first_wall, 2),
             "one_submission_cpu_s": round(one_cpu, 2),
             "one_submission_wall_s": round(one_wall, 2),
-            f"{1 + extra}_submissions_cpu_s": round(many_cpu, 2),
-            f"{1 + extra}_submissions_wall_s": round(many_wall, 2),
+            f"{extra}_submissions_cpu_s": round(many_cpu, 2),
+            f"{extra}_submissions_wall_s": round(many_wall, 2),
             "marginal_cpu_s": round(marginal, 3),
             "fixed_cpu_s": round(one_cpu - marginal, 2),
             "marginal_over_cells": round(marginal / alone, 2)
@@ -229,8 +254,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--chapters", nargs="*", default=None,
                         help="chapter numbers or folders (default: all)")
-    parser.add_argument("--extra", type=int, default=4,
-                        help="K: the larger run grades 1 + K copies")
+    parser.add_argument("--extra", type=int, default=5,
+                        help="K: the larger run grades K new copies")
     parser.add_argument("--class-size", type=int, default=40)
     parser.add_argument("--no-nbgrader", action="store_true")
     parser.add_argument("--baseline", type=Path, metavar="DIR",

@@ -597,6 +597,12 @@ def main():
     if _SANDBOX.get("zygote"):  # reaped: its CPU time is counted
         os.kill(_SANDBOX["zygote"], 15)
         os.waitpid(_SANDBOX["zygote"], 0)
+    # Everything is written and closed: the interpreter's own shutdown
+    # (PyTorch, nbgrader) would take another second, for nothing.
+    replies.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
