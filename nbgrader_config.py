@@ -20,7 +20,9 @@ c.ClearOutput.enabled = True
 # Autograding: the kernel only runs the student's code on the grader's
 # cases and hands back the results; each test cell's verdict is decided
 # in the grader's process (see course_tools/verdicts.py).
-from course_tools.verdicts import autograde_preprocessors  # noqa: E402
+from course_tools.autograde_steps import (  # noqa: E402
+    autograde_preprocessors,
+)
 
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 # Exercise and test cells carry the `skip-execution` tag so that the book

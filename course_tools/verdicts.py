@@ -13,7 +13,7 @@ verdict: the grader's message, as an error, or a pass line. nbgrader then
 scores the cell from those outputs, as usual.
 
 ``nbgrader_config.py`` installs both steps around ``Execute`` with
-:func:`autograde_preprocessors`.
+:func:`course_tools.autograde_steps.autograde_preprocessors`.
 """
 
 import ast
@@ -475,19 +475,3 @@ class DecideVerdicts(NbGraderPreprocessor):
         nb.metadata["course_grading"] = {"flags": flags,
                                          "rules": verdicts}
         return nb, resources
-
-
-def autograde_preprocessors(execute=None):
-    """nbgrader's autograde steps with the cases and the verdicts around
-    ``Execute`` (or the ``execute`` class given)."""
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
-
-    steps = []
-    defaults = Autograde.class_traits()["autograde_preprocessors"]
-    for step in defaults.default():
-        if step is Execute:
-            steps += [ProvideCases, execute or Execute, DecideVerdicts]
-        else:
-            steps.append(step)
-    return steps

@@ -408,6 +408,11 @@ def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
     for folder in (course / "submitted").iterdir():
         if folder.name != "right":
             shutil.rmtree(folder)
+    # a right answer that takes 5 s: each cell is within its 10 s, the
+    # whole submission is not within 2 s
+    path = course / "submitted" / "right" / ASSIGNMENT / f"{NAME}.ipynb"
+    nbformat.write(_answer(nbformat.read(path, 4),
+                           "import time\ntime.sleep(5)\n" + RIGHT), path)
     (outcome,) = grade_class(_options(course, jobs=1, submission_timeout=2))
     assert outcome.status == "failed" and outcome.score == 0
     assert outcome.reasons == ["grading took more than 2 s: stopped"]

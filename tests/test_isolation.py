@@ -44,6 +44,7 @@ TIMEOUT = 40  # seconds per cell: four children fill 4 GB, slowly
 # What the grader writes into the course; a kernel may change nothing.
 GRADER_WRITES = {"gradebook.db", "gradebook.db-journal", "grades.csv",
                  "grading_state.json", ".grading.lock", "autograded",
+                 ".grading-templates",
                  "feedback"}
 STDLIB = ("argparse", "json", "ctypes", "shutil", "resource")
 # A module named like the standard library's, next to the notebook:
@@ -463,6 +464,69 @@ def test_no_keyring_carries_anything_to_the_next_kernel(tmp_path):
     assert writer.stdout.startswith("-1 Operation not permitted"), writer
     assert "found" not in reader.stdout and reader.stdout.startswith(
         "-1"), reader
+
+
+# Each kernel leaves what it can where the next kernel forked from the
+# same zygote could look (a library's attributes, loaded modules, the
+# environment, files, shared memory) and reports what it found of the
+# other's, with its first random numbers.
+LEAVE_AND_LOOK = RIGHT + """
+import json as _json, os as _os, random as _random, sys as _sys
+import numpy as _numpy
+found = [what for what, there in (
+    ("a torch attribute", hasattr(torch, "course_left")),
+    ("a numpy attribute", hasattr(_numpy, "course_left")),
+    ("a module", "course_left" in _sys.modules),
+    ("a variable", "COURSE_LEFT" in _os.environ),
+    ("a file in /tmp", _os.path.exists("/tmp/course_left")),
+    ("shared memory", _os.path.exists("/dev/shm/course_left")))
+    if there]
+torch.course_left = _numpy.course_left = "left"
+_sys.modules["course_left"] = _sys
+_os.environ["COURSE_LEFT"] = "left"
+for _path in ("/tmp/course_left", "/dev/shm/course_left"):
+    with open(_path, "w") as _handle:
+        _handle.write("left")
+with open("report.json", "w") as _handle:
+    _json.dump({"found": found, "zygote": _sys.flags.isolated == 1,
+                "cmdline": open("/proc/self/cmdline").read(),
+                "environ": open("/proc/self/environ").read(),
+                "random": [_random.random(), _numpy.random.rand()]},
+               _handle)
+"""
+
+
+@pytest.mark.e2e
+def test_a_kernel_forked_from_the_zygote_holds_nothing_of_the_last(
+        tmp_path):
+    """Two submissions graded one after the other by one grading
+    process: both kernels are forked from its zygote, and neither finds
+    anything the other left, in memory or in files."""
+    from course_tools import release
+
+    course = tmp_path / "course"
+    source = course / "solutions" / ASSIGNMENT
+    source.mkdir(parents=True)
+    nbformat.write(_tiny_source(), source / f"{NAME}.ipynb")
+    (course / "nbgrader_config.py").write_text(
+        (ROOT / "nbgrader_config.py").read_text())
+    release.generate(ASSIGNMENT, root=course,
+                     destination=course / "chapters" / ASSIGNMENT)
+    for student in ("first", "second"):
+        _write(course, student, LEAVE_AND_LOOK)
+    outcomes = grade_class(Options(root=course, jobs=1, timeout=TIMEOUT,
+                                   progress=False))
+    assert [o.score for o in outcomes] == [3, 3], summary(outcomes)
+    reports = [json.loads((course / "autograded" / student / ASSIGNMENT
+                           / "report.json").read_text())
+               for student in ("first", "second")]
+    for report in reports:
+        assert report["zygote"] and report["found"] == [], report
+        assert report["cmdline"].split("\0")[1:3] == [
+            "-m", "ipykernel_launcher"], report
+        assert "COURSE_CASES_DIR" not in report["environ"], report
+    assert reports[0]["random"][0] != reports[1]["random"][0]
+    assert reports[0]["random"][1] != reports[1]["random"][1]
 
 
 def _launch(folder, command, *options):

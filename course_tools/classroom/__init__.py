@@ -20,3 +20,11 @@ data), ``record`` (writes results into the real gradebook, one writer),
 ``feedback`` (the student's HTML feedback) and ``grade`` (the batch:
 progress, summary, ``grades.csv``).
 """
+
+import sys
+
+# jsonschema, which nbformat imports, builds 38 Lark grammars when
+# ``rfc3987_syntax`` is installed (for the "iri" string formats, which no
+# notebook schema uses): over a second of CPU in each of the grader's
+# processes. Without the module, jsonschema leaves those formats alone.
+sys.modules.setdefault("rfc3987_syntax", None)

@@ -1,6 +1,7 @@
 """``python -m course_tools.classroom``: grade the class (see the README)."""
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -53,6 +54,9 @@ def parse(argv):
                         "student_id and file_id (default: "
                         "<student>_<name>.ipynb or .zip)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--cpu-report", type=Path, metavar="FILE",
+                        help="write the CPU seconds each submission took, "
+                        "per step of grading, to FILE (JSON)")
     return parser.parse_args(argv)
 
 
@@ -79,6 +83,11 @@ def main(argv=None):
         return 2
     print(summary_text(outcomes))
     print(f"grades: {(args.course / 'grades.csv').resolve()}")
+    if args.cpu_report:
+        args.cpu_report.write_text(json.dumps(
+            [{"assignment": o.assignment, "student": o.student,
+              "status": o.status, "steps": o.steps} for o in outcomes],
+            indent=1))
     lost = sum(o.status == "ungraded" for o in outcomes)
     if lost:
         print(f"{lost} submissions could not be graded: run again to "

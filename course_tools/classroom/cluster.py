@@ -46,14 +46,21 @@ ALLOWED_FAILURES = 2  # worker deaths one submission may cost, embedded
 RETRIES = 1  # retries of a submission whose task raised (a refusal)
 IN_FLIGHT = 4  # submissions queued per worker thread
 CONNECT_S = 30  # seconds to reach a scheduler and see a worker
+# An embedded cluster serves its dashboard (half a second of CPU to
+# start) for a batch long enough to watch.
+DASHBOARD_FROM = 50
+# The environment variables a grading process gets (and LC_*, JUPYTER_*).
+WORKER_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG",
+                      "LANGUAGE", "TZ", "TMPDIR", "MPLBACKEND")
 
 
 # The grader's side.
 
-def connect(address, jobs):
+def connect(address, jobs, dashboard=True):
     """``(client, cluster, lines)``: a client of the scheduler at
     ``address`` (``cluster`` None), or of an embedded ``LocalCluster``
-    of ``jobs`` processes; ``lines`` say where it grades."""
+    of ``jobs`` processes, with a dashboard when ``dashboard``; ``lines``
+    say where it grades."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -80,7 +87,8 @@ def connect(address, jobs):
             cluster = LocalCluster(
                 n_workers=jobs, threads_per_worker=1, processes=False,
                 protocol="tcp://", host="127.0.0.1",
-                dashboard_address="127.0.0.1:0", memory_limit=0,
+                dashboard_address="127.0.0.1:0" if dashboard else None,
+                memory_limit=0,
                 silence_logs=40)
             client = Client(cluster)
     workers = client.scheduler_info()["workers"]
@@ -92,10 +100,13 @@ def connect(address, jobs):
         shown = client.run_on_scheduler(_serves_dashboard)
     except Exception:  # a scheduler that runs nothing it is sent
         shown = False
-    if shown:
+    if shown and (address or dashboard):
         lines.append(f"Dask dashboard: {client.dashboard_link}")
-    else:
+    elif address or dashboard:
         lines.append("no Dask dashboard (its scheduler has no bokeh)")
+    else:
+        lines.append(f"no Dask dashboard (a batch of fewer than "
+                     f"{DASHBOARD_FROM} submissions)")
     return client, cluster, lines
 
 
@@ -108,17 +119,25 @@ class Starting:
     something else. ``result()`` waits for ``(client, cluster, lines)``;
     ``close(settings)`` stops what was started (:func:`close`)."""
 
-    def __init__(self, address, jobs):
+    def __init__(self, address, jobs, settings=None, dashboard=True):
         self._found = {}
-        self._thread = threading.Thread(target=self._connect,
-                                        args=(address, jobs), daemon=True)
+        self._thread = threading.Thread(
+            target=self._connect, args=(address, jobs, settings, dashboard),
+            daemon=True)
         self._thread.start()
 
-    def _connect(self, address, jobs):
+    def _connect(self, address, jobs, settings, dashboard):
         try:
-            self._found["value"] = connect(address, jobs)
+            self._found["value"] = connect(address, jobs, dashboard)
         except BaseException as error:  # raised again by result()
             self._found["error"] = error
+            return
+        if settings is not None:  # kept, or Dask would cancel them
+            client = self._found["value"][0]
+            self._found["warming"] = [
+                client.submit(warm_up, settings, pure=False,
+                              workers=[address], allow_other_workers=False)
+                for address in client.scheduler_info()["workers"]]
 
     def result(self):
         self._thread.join()
@@ -137,7 +156,7 @@ def check_isolation(client, settings):
     """``(line, fallbacks)`` for the whole cluster: ``isolated`` when
     every worker isolates kernels, else ``not isolated: WHY`` naming the
     first worker that cannot, and the weaker limits any falls back to."""
-    found = client.run(probe, settings)
+    found = client.run(probed, settings)
     fallbacks = sorted({f for _, more in found.values() for f in more})
     for address, (line, _) in sorted(found.items()):
         if line != "isolated":
@@ -295,6 +314,18 @@ _PROBED = {}  # settings -> what probe found on this machine
 def grade_submission(task, submission, template, settings, limit_s):
     """Grade one submission on this worker; return the result, with the
     autograded folder as ``autograded`` bytes (``parcel.pack_tree``)."""
+    return _slot(settings).grade(task, submission, template, limit_s)
+
+
+def warm_up(settings):
+    """Start this worker thread's grading process for the batch
+    ``settings`` now: it imports for seconds (PyTorch, nbgrader, what the
+    kernels' zygote holds) while the grader builds the templates."""
+    _slot(settings).start()
+    return True
+
+
+def _slot(settings):
     key = (threading.get_ident(), _batch(settings))
     with _SLOTS_LOCK:
         slot = _SLOTS.get(key)
@@ -302,7 +333,7 @@ def grade_submission(task, submission, template, settings, limit_s):
         slot = _Slot(settings)  # raises when it cannot isolate
         with _SLOTS_LOCK:
             _SLOTS[key] = slot
-    return slot.grade(task, submission, template, limit_s)
+    return slot
 
 
 def _batch(settings):
@@ -345,6 +376,12 @@ def probe(settings):
         "process, processes a per-user cap"]
     _PROBED[_batch(settings)] = line, fallbacks
     return line, fallbacks
+
+
+def probed(settings):
+    """``probe(settings)``, or what it found on this worker in this run
+    (when a grading process was started early, ``warm_up``)."""
+    return _PROBED.get(_batch(settings)) or probe(settings)
 
 
 def installation():
@@ -417,9 +454,12 @@ class _Slot:
         return {"template": str(home / "course"),
                 "template_db": str(home / "gradebook.db")}
 
-    def _ask(self, task, limit_s):
+    def start(self):
         if self.process is None:
             self.process = _spawn(self.settings)
+
+    def _ask(self, task, limit_s):
+        self.start()
         killed = threading.Event()
 
         def stop(process=self.process):
@@ -457,13 +497,23 @@ class _Slot:
 
 def _spawn(settings):
     log = open(Path(settings["scratch"]) / "worker.log", "ab")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # Only what grading needs: the zygote that forks the kernels is a
+    # copy of the grading process, so nothing else of this environment
+    # (an instructor's tokens, a database password) may be in its memory.
+    env = {name: value for name, value in os.environ.items()
+           if name in WORKER_ENVIRONMENT
+           or name.startswith(("LC_", "JUPYTER_"))}
+    env["PYTHONUNBUFFERED"] = "1"
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     process = subprocess.Popen(
         [sys.executable, "-I", "-u", "-m", "course_tools.classroom.worker",
          json.dumps(settings)], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-        start_new_session=True)
+        start_new_session=True,
+        # not the grader's working folder: nbgrader changes it for a while
+        # as it builds templates, in another thread, and a process whose
+        # working folder is gone cannot load PyTorch (MKL's loader)
+        cwd=settings["scratch"])
     log.close()
     # The grading process's own memory is capped too (kernels get less);
     # set from outside, as a preexec_fn is unsafe beside other threads.

@@ -15,6 +15,9 @@ from traitlets.config.loader import PyFileConfigLoader
 
 CONFIG = "nbgrader_config.py"
 STATE = "grading_state.json"
+# Each assignment's template, kept between runs while its sources, the
+# configuration and the grading settings stay the same (``source_hash``).
+TEMPLATES = ".grading-templates"
 
 
 @dataclass
@@ -159,7 +162,9 @@ def make_template(course, assignment, scratch, *, source_hash):
 
     Workers copy this gradebook; the instructor's solutions stay out of
     the workers' courses (only the source folder's other files are
-    copied there, as ``nbgrader autograde`` does).
+    copied there, as ``nbgrader autograde`` does). A template built by
+    an earlier run from the same ``source_hash`` is reused (kept in
+    ``TEMPLATES`` in the course folder): releasing takes a second.
     """
     import nbformat
 
@@ -167,17 +172,40 @@ def make_template(course, assignment, scratch, *, source_hash):
     if not source.is_dir():
         raise ValueError(f"expected assignment folder {source}")
     home = Path(scratch) / "templates" / assignment
-    root = home / "course"
-    shutil.copytree(source, root / course.source / assignment)
-    shutil.copy(course.root / CONFIG, root / CONFIG)
-    db = home / "gradebook.db"
-    generate_assignment(root, assignment, db_url=f"sqlite:///{db}")
+    import nbgrader
+
+    key = hashlib.sha256(f"{source_hash}/{nbgrader.__version__}".encode())
+    kept = course.root / TEMPLATES / f"{assignment}-{key.hexdigest()[:16]}"
+    if (kept / "done").is_file():
+        shutil.copytree(kept, home)
+        (home / "done").unlink()
+    else:
+        root = home / "course"
+        shutil.copytree(source, root / course.source / assignment)
+        shutil.copy(course.root / CONFIG, root / CONFIG)
+        generate_assignment(root, assignment,
+                            db_url=f"sqlite:///{home / 'gradebook.db'}")
+        for path in (root / course.source / assignment).rglob("*.ipynb"):
+            path.unlink()  # workers never see the solutions
+        _keep_template(home, kept)
+    root, db = home / "course", home / "gradebook.db"
     released = root / course.release / assignment
     notebooks = {p.stem: nbformat.read(p, as_version=4)
                  for p in sorted(released.glob("*.ipynb"))}
-    for path in (root / course.source / assignment).rglob("*.ipynb"):
-        path.unlink()  # workers never see the solutions
     return Template(assignment, root, db, notebooks, source_hash)
+
+
+def _keep_template(home, kept):
+    """Keep a copy of the template at ``home`` as ``kept``, in place of
+    the assignment's older ones."""
+    for old in kept.parent.glob(f"{kept.name[:-17]}-*"):
+        if len(old.name) == len(kept.name):
+            shutil.rmtree(old, ignore_errors=True)
+    partial = kept.with_name(kept.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(home, partial)
+    (partial / "done").touch()
+    partial.rename(kept)
 
 
 def register(course, template):

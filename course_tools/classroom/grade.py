@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,8 @@ class Outcome:
     max_score: float
     reasons: list = field(default_factory=list)
     seconds: float = 0.0
+    # CPU seconds per step of grading it (worker.Steps, and "store" here)
+    steps: dict = field(default_factory=dict)
 
 
 def grade_class(options):
@@ -138,12 +141,15 @@ def _grade_class(options):
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
     # The workers start while the templates are built.
     jobs = max(1, min(options.jobs or os.cpu_count() or 1, len(todo)))
-    starting = cluster.Starting(options.scheduler, jobs)
     settings = {"memory_mb": options.memory_mb,
                 "skip_tagged": options.skip_tagged,
                 "timeout": options.timeout, "isolate": options.isolate,
                 "disk_mb": options.disk_mb,
                 "hide": _hidden(course, options, scratch)}
+    # the grading processes start (and import) while templates are built
+    starting = cluster.Starting(
+        options.scheduler, jobs, settings,
+        dashboard=len(todo) >= cluster.DASHBOARD_FROM)
     try:
         templates = _templates(course, sorted({a for a, _, _, _ in todo}),
                                scratch, state, sources)
@@ -352,6 +358,7 @@ def _hidden(course, options, scratch):
 
 def _store(course, gradebook, templates, task, result):
     """Write one result (gradebook, autograded copy, feedback)."""
+    start = time.process_time()
     assignment, student = task["assignment"], task["student"]
     score, max_score = record.record(gradebook, result)
     work = Path(task["work"])
@@ -376,8 +383,10 @@ def _store(course, gradebook, templates, task, result):
     for name in templates[assignment].notebooks:
         (folder / f"{name}.html").write_text(page)
     shutil.rmtree(work, ignore_errors=True)
+    steps = dict(result.get("steps") or {})
+    steps["store (this process)"] = round(time.process_time() - start, 4)
     return Outcome(assignment, student, result["status"], score, max_score,
-                   reasons, result.get("seconds", 0.0))
+                   reasons, result.get("seconds", 0.0), steps)
 
 
 def collect(course, names, folder, regex=DEFAULT_REGEX):

@@ -293,9 +293,12 @@ def _environment(uid):
     return env
 
 
-def _child(plan, args):
+def child(plan, args, start=None, prepare=None):
     """Process 1 of the new PID namespace: build, drop, become the
-    kernel (or, for ``--probe``, check and print)."""
+    kernel (or, for ``--probe``, check and print). ``start(command,
+    env)``, when given, becomes the kernel in this process (the zygote's
+    way) instead of executing ``command``; ``prepare(command, env)`` runs
+    just before the drop, as root."""
     _root(plan, args)
     socket.sethostname("sandbox")
     _keep(plan)
@@ -303,13 +306,17 @@ def _child(plan, args):
     os.chown(HOME, plan["uid"], plan["uid"])
     os.chdir(WORK)
     limit(memory_mb=args.memory_mb, file_mb=args.file_mb, pids=args.pids)
-    _drop(plan["uid"])
     env = _environment(plan["uid"])
+    command = plan["command"]
+    if prepare is not None:
+        prepare(command, env)
+    _drop(plan["uid"])
     if args.probe:
         _probe_inside()
         print("isolated", flush=True)
         os._exit(0)
-    command = plan["command"]
+    if start is not None:
+        start(command, env)
     binary = shutil.which(command[0], path=env["PATH"]) or command[0]
     os.execve(binary, command, env)
 
@@ -347,14 +354,14 @@ def isolate(args, command):
     plan = _plan(args, command)
     cgroup.join(args.cgroup)
     box.check(box.LIBC.unshare(NAMESPACES), "unshare")
-    child = os.fork()
-    if child == 0:
+    kernel = os.fork()
+    if kernel == 0:
         try:
-            _child(plan, args)
+            child(plan, args)
         except BaseException as error:  # noqa: BLE001 - report, then die
             print(f"not isolated: {error}", flush=True)
             os._exit(70)
-    return _parent(child)
+    return _parent(kernel)
 
 
 def parse(argv):
@@ -373,6 +380,11 @@ def parse(argv):
     parser.add_argument("--bind", action="append", default=[],
                         help="SOURCE:TARGET, read-only, over a read-only "
                         "folder (the kernel's course_lib)")
+    parser.add_argument("--zygote", help="the Unix socket of a zygote "
+                        "(course_tools.classroom.zygote) that forks the "
+                        "kernel from its warm template")
+    parser.add_argument("--usage-file", help="where to append the "
+                        "kernel's CPU seconds (with --zygote)")
     parser.add_argument("--no-isolation", action="store_true")
     parser.add_argument("--probe", action="store_true",
                         help="print what isolation is possible and exit")
@@ -395,6 +407,14 @@ def main(argv=None):
             return 0
         os.execv(shutil.which(command[0]) or command[0], command)
     try:
+        if args.zygote and not args.probe:
+            from course_tools.classroom import zygote
+
+            plan = _plan(args, command)
+            return zygote.request(args.zygote, list(sys.argv[1:]
+                                                    if argv is None
+                                                    else argv), plan,
+                                  usage_file=args.usage_file)
         return isolate(args, command)
     except (Refused, OSError) as error:
         print(f"not isolated: {error}", flush=True)

@@ -50,7 +50,6 @@ def install_kernel(settings):
     """
     from course_tools.classroom import box
 
-    _safe_set_permissions()
     scratch = Path(settings["scratch"])
     jupyter = scratch / "jupyter" / str(os.getpid())
     folder = jupyter / "kernels" / "python3"
@@ -69,6 +68,8 @@ def install_kernel(settings):
         argv += [f"--uid={uid}", f"--box={kernel_box.folder}",
                  f"--pids={kernel_box.pids}"]
         argv += [f"--cgroup={g}" for g in kernel_box.groups]
+        if settings.get("zygote", True):
+            argv += _start_zygote(scratch)
     else:
         argv.append("--no-isolation")
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
@@ -87,6 +88,33 @@ def install_kernel(settings):
     runtime.mkdir(exist_ok=True)
     os.environ["JUPYTER_PATH"] = str(jupyter)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    _safe_set_permissions()
+    _validate_once()
+
+
+def _start_zygote(scratch):
+    """Import what every kernel imports, fork the zygote that forks the
+    kernels (:mod:`.zygote`), and return the launcher's arguments for
+    it. Called before this process has read any submission or case."""
+    from course_tools.classroom import zygote
+
+    folder = scratch / "zygote"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{os.getpid()}.sock"
+    zygote.preload()
+    _SANDBOX["zygote"] = zygote.start(str(path))
+    _SANDBOX["usage"] = folder / f"{os.getpid()}.usage"
+    return [f"--zygote={path}", f"--usage-file={_SANDBOX['usage']}"]
+
+
+def kernel_cpu():
+    """CPU seconds of the kernels since the last call (zygote kernels)."""
+    path = _SANDBOX.get("usage")
+    if path is None or not path.is_file():
+        return None
+    seconds = sum(float(line) for line in path.read_text().split())
+    path.unlink()
+    return seconds
 
 
 def _write_kernel_spec(bind=None):
@@ -114,6 +142,41 @@ def grading_library(assignment, exercises):
         os.chmod(folder, 0o755)
         (folder / "done").touch()
     return f"{folder / 'course_lib'}:{cluster.installation() / 'course_lib'}"
+
+
+def _validate_once():
+    """nbformat validates a notebook against its JSON schema whenever it
+    is read or written, nbconvert after each of nbgrader's steps, and
+    nbgrader checks each cell's metadata with a schema it compiles anew
+    for every cell: a third of this process's work per submission. The
+    notebook checks only ever log (nbformat reads and writes an invalid
+    notebook all the same), so this process skips them; nbgrader's
+    metadata check, which refuses, runs with its schema compiled once."""
+    import jsonschema
+    import nbformat
+    from nbgrader.nbgraderformat import common
+
+    nbformat.validate = _not_again  # read, write and each nbconvert step
+
+    class CompiledOnce:
+        compiled = {}
+
+        def __getattr__(self, name):
+            return getattr(jsonschema, name)
+
+        def validate(self, instance, schema):
+            key = json.dumps(schema, sort_keys=True)
+            if key not in self.compiled:
+                kind = jsonschema.validators.validator_for(schema)
+                kind.check_schema(schema)
+                self.compiled[key] = kind(schema)
+            self.compiled[key].validate(instance)
+
+    common.jsonschema = CompiledOnce()
+
+
+def _not_again(*args, **kwargs):
+    return None
 
 
 def _safe_set_permissions():
@@ -299,12 +362,19 @@ def _events(cell, timeout):
     return found
 
 
-def read_graded(path, timeout):
+def _notebook(graded):
+    """``(notebook, path)``: ``graded`` read, when it is a path."""
+    if isinstance(graded, (str, Path)):
+        return nbformat.read(graded, as_version=4), graded
+    return graded, None
+
+
+def read_graded(graded, timeout):
     """Messages and pass lines per grade cell, and events; cuts long
-    outputs in the graded notebook in place. The grader's remarks for
-    the instructor (``instructor_notes``) are taken out of the graded
-    notebook: they never reach the student."""
-    notebook = nbformat.read(path, as_version=4)
+    outputs in the graded notebook (a path, or the notebook) in place.
+    The grader's remarks for the instructor (``instructor_notes``) are
+    taken out of the graded notebook: they never reach the student."""
+    notebook, path = _notebook(graded)
     messages, passed, events, volume = {}, {}, [], 0
     for cell in notebook.cells:
         if cell.cell_type != "code":
@@ -342,28 +412,31 @@ def read_graded(path, timeout):
     if clean_notebook(notebook):
         events.append("active content (HTML, JavaScript, SVG, markup) "
                       "removed from the graded notebook")
-    nbformat.write(notebook, path)
+    if path is not None:
+        nbformat.write(notebook, path)
     if volume > 2**20:
         events.append(f"printed {volume / 2**20:.1f} MB of output: cut "
                       "in the graded notebook")
     return messages, passed, sorted(set(events))
 
 
-def instructor_notes(path):
+def instructor_notes(graded):
     """The grader's remarks for the instructor alone (an answer like
     ``course_lib``'s reference, a construct to review), taken out of the
-    graded notebook ``path``, which the student may see."""
-    notebook = nbformat.read(path, as_version=4)
+    graded notebook (a path, or the notebook), which the student may
+    see."""
+    notebook, path = _notebook(graded)
     grading = notebook.metadata.get("course_grading", {})
     flags = [str(f) for f in grading.pop("flags", None) or []]
-    nbformat.write(notebook, path)
+    if path is not None:
+        nbformat.write(notebook, path)
     return [f"for the instructor: {flag}" for flag in flags]
 
 
-def environment_failed(path):
+def environment_failed(graded):
     """Why a cell the student cannot edit (the setup cell) failed before
     any code the student could change ran, or None."""
-    notebook = nbformat.read(path, as_version=4)
+    notebook, _ = _notebook(graded)
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
@@ -418,6 +491,7 @@ def _why_failed(result):
 def grade(task, settings):
     """Grade one submission; return the result dictionary."""
     start = time.monotonic()
+    steps = Steps()
     work = Path(task["work"])
     course_root = work / "course"
     shutil.copytree(task["template"], course_root)
@@ -427,14 +501,18 @@ def grade(task, settings):
     result.update(status="failed", notebooks={}, messages={}, passed={},
                   instructor=[], timestamp=None, work=str(work))
     reasons, written = prepare(task, course_root)
+    steps.done("scratch course")
     if written:
         api = _api(course_root, db, settings["timeout"],
                    SKIP_TAG if settings.get("skip_tagged") else NEVER)
+        steps.done("nbgrader set-up")
         try:
             outcome = api.autograde(task["assignment"], task["student"],
                                     force=True, create=True)
         finally:  # however it ended, no case is left behind
             _empty(os.environ.get(CASES_DIR))
+        steps.done("autograde (grader side)")
+        steps.add("kernel", kernel_cpu())
         reasons += kernel_notes()
         if outcome.get("success"):
             result["status"] = "graded"
@@ -443,23 +521,55 @@ def grade(task, settings):
         folder = (course_root / task["autograded_dir"] / task["student"]
                   / task["assignment"])
         for name in task["notebooks"]:
-            graded = folder / f"{name}.ipynb"
-            broken = graded.is_file() and environment_failed(graded)
+            path = folder / f"{name}.ipynb"
+            if not path.is_file():
+                continue
+            graded = nbformat.read(path, as_version=4)
+            broken = environment_failed(graded)
             if broken:  # the grader's fault, not the student's
                 result["status"] = "ungraded"
                 reasons.append(f"{name}: {broken}; nothing was recorded: "
                                "fix the grading environment and run again")
-            if graded.is_file():
-                result["instructor"] += instructor_notes(graded)
-                messages, passed, events = read_graded(
-                    graded, settings["timeout"])
-                result["messages"][name] = messages
-                result["passed"][name] = passed
-                reasons += events
+            result["instructor"] += instructor_notes(graded)
+            messages, passed, events = read_graded(
+                graded, settings["timeout"])
+            nbformat.write(graded, path)
+            result["messages"][name] = messages
+            result["passed"][name] = passed
+            reasons += events
         result["notebooks"], result["timestamp"] = read_scores(db, task)
+        steps.done("read results")
     result["reasons"] = reasons
+    result["steps"] = steps.seconds
     result["seconds"] = round(time.monotonic() - start, 1)
     return result
+
+
+class Steps:
+    """CPU seconds of this process per step of a submission, and of the
+    processes it waited for (the kernels' launchers)."""
+
+    def __init__(self):
+        self.seconds = {}
+        self._last = self._now()
+
+    @staticmethod
+    def _now():
+        import resource
+
+        mine = time.process_time()
+        waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return mine + waited.ru_utime + waited.ru_stime
+
+    def done(self, name):
+        now = self._now()
+        self.add(name, now - self._last)
+        self._last = now
+
+    def add(self, name, seconds):
+        if seconds is not None:
+            self.seconds[name] = round(
+                self.seconds.get(name, 0.0) + seconds, 4)
 
 
 def _empty(folder):
@@ -470,9 +580,9 @@ def _empty(folder):
 
 def main():
     settings = json.loads(sys.argv[1])
+    install_kernel(settings)  # first: the zygote is a copy of this process
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever else prints goes to the log, not the replies
-    install_kernel(settings)
     for line in sys.stdin:
         task = json.loads(line)
         try:
@@ -484,6 +594,15 @@ def main():
                           reasons=[f"grader error: {type(error).__name__}"
                                    f": {error}"])
         replies.write(json.dumps(result) + "\n")
+    if _SANDBOX.get("zygote"):  # reaped: its CPU time is counted
+        os.kill(_SANDBOX["zygote"], 15)
+        os.waitpid(_SANDBOX["zygote"], 0)
+    # Everything is written and closed: the interpreter's own shutdown
+    # (PyTorch, nbgrader) would take another second, for nothing.
+    replies.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
