@@ -34,8 +34,17 @@ SETUP = ("import math\nimport torch\nimport torch.nn.functional as F\n"
 
 
 def load(exercise, source):
-    """Run a solution cell's source; return what it defines."""
+    """Run a solution cell's source (IPython syntax run as IPython runs
+    it); return what it defines."""
     namespace = {"torch": torch, "nn": nn, "math": math}
+    try:
+        compile(source, f"<{exercise}>", "exec")
+    except SyntaxError:
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.interactiveshell import InteractiveShell
+
+        source = TransformerManager().transform_cell(source)
+        namespace["get_ipython"] = InteractiveShell.instance
     exec(compile(source, f"<{exercise}>", "exec"), namespace)
     return namespace[exercise]
 

@@ -159,6 +159,7 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                 and node.func.id in ("isinstance", "issubclass")
                 and len(node.args) == 2):
             checked |= {id(n) for n in ast.walk(node.args[1])}
+    looked_up = _attribute_strings(tree)
     for node in ast.walk(tree):
         if id(node) in checked:
             continue
@@ -198,11 +199,44 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                     add(node, parts[-1], "course_lib")
                 elif parts[-1] in torch_names and parts[0] == "torch":
                     add(node, parts[-1], "PyTorch")
-        elif (isinstance(node, ast.Constant) and type(node.value) is str
+        elif (id(node) in looked_up
               and node.value in torch_names | course_names):
             owner = "course_lib" if node.value in course_names and \
                 node.value not in torch_names else "PyTorch"
             add(node, node.value, owner)
+    return found
+
+
+# Calls whose string argument names an attribute to fetch.
+_LOOKUPS = frozenset({"getattr", "__getattr__", "__getattribute__",
+                      "attrgetter", "methodcaller"})
+
+
+def _attribute_strings(tree):
+    """The ids of the string constants in ``tree`` that name an attribute
+    to fetch: ``getattr(obj, "name")``, ``obj.__getattr__("name")``,
+    ``attrgetter("name")``, ``obj.__dict__["name"]``, ``vars(obj)[
+    "name"]``. Any other string (a class's name given to ``type``, a
+    label, a dictionary key) is text, never a use."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = (node.func.id if isinstance(node.func, ast.Name)
+                    else getattr(node.func, "attr", None))
+            if name in _LOOKUPS:
+                args = node.args[1:2] if name == "getattr" else node.args
+                found |= {id(a) for a in args
+                          if isinstance(a, ast.Constant)
+                          and type(a.value) is str}
+        elif isinstance(node, ast.Subscript) and (
+                isinstance(node.value, ast.Attribute)
+                and node.value.attr == "__dict__"
+                or isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id in ("vars", "globals")):
+            if isinstance(node.slice, ast.Constant) and type(
+                    node.slice.value) is str:
+                found.add(id(node.slice))
     return found
 
 
