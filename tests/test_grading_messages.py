@@ -41,10 +41,18 @@ def cell(source, number, namespace=None):
     """Run ``source`` the way IPython runs a cell: compiled under a file
     name that only ``linecache`` knows. Return its namespace."""
     name = f"/tmp/ipykernel_0/cell{number}_{abs(hash(source))}.py"
-    linecache.cache[name] = (len(source), None, source.splitlines(True),
-                             name)
     if namespace is None:
         namespace = {"__name__": "__main__", "torch": torch, "nn": nn}
+    try:
+        compile(source, name, "exec")
+    except SyntaxError:  # IPython syntax, turned into Python as IPython does
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.interactiveshell import InteractiveShell
+
+        source = TransformerManager().transform_cell(source)
+        namespace["get_ipython"] = InteractiveShell.instance
+    linecache.cache[name] = (len(source), None, source.splitlines(True),
+                             name)
     exec(compile(source, name, "exec"), namespace)
     return namespace
 

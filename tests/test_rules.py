@@ -124,6 +124,26 @@ def test_helpers_are_followed():
     helper = rules.parse("def helper(x):\n    return x.softmax(-1)")
     other = rules.parse("def unrelated():\n    pass")
     assert rules.reachable(answer, [(3, helper), (4, other)]) == {3}
+    # a helper bound to a lambda is followed too
+    shortcut = rules.parse("helper = lambda x: x.softmax(-1)")
+    assert rules.reachable(answer, [(5, shortcut)]) == {5}
+
+
+def test_only_what_a_cell_defines_at_its_top_level_is_a_helper():
+    """An answer that assigns ``forward`` or ``update`` as a local, or
+    calls ``self.update``, does not reach another cell because a method
+    there has that name (every cell with an ``__init__`` once was)."""
+    answer = rules.parse(
+        "class MultiHeadAttention(nn.Module):\n"
+        "    __init__ = R.__init__\n    forward = R.forward\n"
+        "def softmax(x, dim=-1):\n    update = x.exp()\n"
+        "    return update / update.sum(dim, keepdim=True)\n")
+    other = rules.parse(
+        "class FeedForward(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n    def forward(self, x):\n"
+        "        return F.softmax(x, -1)\n"
+        "def update(S, k):\n    return S + k\n")
+    assert rules.reachable(answer, [(7, other)]) == set()
 
 
 def test_message_names_the_use_and_the_cell():

@@ -240,14 +240,52 @@ def _attribute_strings(tree):
     return found
 
 
-def _defined(tree):
-    return {node.name for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef,
-                                 ast.AsyncFunctionDef))}
+def defined(tree):
+    """The names ``tree`` defines at its top level: functions, classes
+    and lambdas (a method or a local is no helper another cell calls)."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef,
+                             ast.AsyncFunctionDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value,
+                                                         ast.Lambda):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return found
 
 
-def _names(tree):
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _names(tree, local=frozenset()):
+    """The names ``tree`` reads from outside: not those it assigns, nor a
+    function's parameters and locals inside that function."""
+    found = set()
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, _SCOPES):
+            args = node.args
+            inner = {a.arg for a in args.posonlyargs + args.args
+                     + args.kwonlyargs + [args.vararg, args.kwarg] if a}
+            body = node.body if isinstance(node.body, list) else [
+                node.body]
+            inner |= {n.id for part in body for n in ast.walk(part)
+                      if isinstance(n, ast.Name)
+                      and isinstance(n.ctx, ast.Store)}
+            for default in args.defaults + [
+                    d for d in args.kw_defaults if d is not None]:
+                found |= _names(ast.Expression(default), local)
+            for decorator in getattr(node, "decorator_list", []):
+                found |= _names(ast.Expression(decorator), local)
+            for part in body:
+                found |= _names(ast.Module(body=[part], type_ignores=[])
+                                if isinstance(part, ast.stmt)
+                                else ast.Expression(part), local | inner)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load) and node.id not in local:
+                found.add(node.id)
+        else:
+            found |= _names(node, local)
+    return found
 
 
 def reachable(answer, helpers):
@@ -258,7 +296,7 @@ def reachable(answer, helpers):
     while changed:
         changed = False
         for index, tree in helpers:
-            if index not in chosen and _defined(tree) & wanted:
+            if index not in chosen and defined(tree) & wanted:
                 chosen.add(index)
                 wanted |= _names(tree)
                 changed = True

@@ -698,3 +698,40 @@ def fit_power_law(xs, ys):
 '''),
     ],
 }
+
+# Shortcuts hidden in a helper of the same cell, or in a class built with
+# ``type(...)``: the grader reads the whole cell and the helpers it uses,
+# and so does the local check (it once read only the function).
+CHEATS = [
+    ("torch.softmax in a helper of the same cell", "softmax", '''
+def _normalise(x, dim):
+    return torch.softmax(x, dim)
+
+
+def softmax(x, dim=-1):
+    return _normalise(x, dim)
+''', "calls PyTorch's softmax"),
+    ("a lambda calling F.layer_norm through a helper", "layer_norm", '''
+_norm = lambda x, eps: torch.nn.functional.layer_norm(
+    x, x.shape[-1:], eps=eps)
+layer_norm = lambda x, weight=None, bias=None, eps=1e-5: _norm(x, eps)
+''', "calls PyTorch's layer_norm"),
+    ("a type(...) class whose helper builds nn.MultiheadAttention",
+     "MultiHeadAttention", '''
+def _make(d_model, n_heads):
+    return nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+
+
+def _init(self, *, d_model, n_heads, bias=True, dropout=0.0):
+    nn.Module.__init__(self)
+    self.inner = _make(d_model, n_heads)
+
+
+def _forward(self, X, mask=None):
+    return self.inner(X, X, X)
+
+
+MultiHeadAttention = type("MultiHeadAttention", (nn.Module,),
+                          {"__init__": _init, "forward": _forward})
+''', "calls PyTorch's MultiheadAttention"),
+]
