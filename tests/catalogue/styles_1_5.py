@@ -699,6 +699,91 @@ def fit_power_law(xs, ys):
     ],
 }
 
+
+# More ways to build the module exercises.
+CORRECT["MultiHeadAttention"].append(
+    ("a class built with type(...), heads by einsum", '''
+def _init(self, *, d_model, n_heads, bias=True, dropout=0.0):
+    nn.Module.__init__(self)
+    self.n_heads = n_heads
+    self.W_q = nn.Linear(d_model, d_model, bias=bias)
+    self.W_k = nn.Linear(d_model, d_model, bias=bias)
+    self.W_v = nn.Linear(d_model, d_model, bias=bias)
+    self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+
+def _forward(self, X, mask=None):
+    H = self.n_heads
+    Q, K, V = (W(X).unflatten(-1, (H, -1))
+               for W in (self.W_q, self.W_k, self.W_v))  # (..., N, H, d)
+    S = torch.einsum("...nhd,...mhd->...hnm", Q, K) / math.sqrt(
+        Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return self.W_o(torch.einsum("...hnm,...mhd->...nhd", A, V)
+                    .flatten(-2)), A
+
+
+MultiHeadAttention = type("MultiHeadAttention", (nn.Module,),
+                          {"__init__": _init, "forward": _forward})
+'''))
+CORRECT["TransformerLayer"].append(
+    ("a class built with type(...) from course_lib's parts", '''
+from course_lib.layers import FeedForward
+from course_lib.multihead import MultiHeadAttention
+
+
+def _init(self, *, d_model, n_heads, d_ff, norm_first=False, dropout=0.0):
+    nn.Module.__init__(self)
+    self.attention = MultiHeadAttention(d_model=d_model, n_heads=n_heads)
+    self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff)
+    self.norm1 = nn.LayerNorm(d_model)
+    self.norm2 = nn.LayerNorm(d_model)
+    self.norm_first = norm_first
+
+
+def _forward(self, X, mask=None):
+    if self.norm_first:
+        X = X + self.attention(self.norm1(X), mask)[0]
+        return X + self.feed_forward(self.norm2(X))
+    X = self.norm1(X + self.attention(X, mask)[0])
+    return self.norm2(X + self.feed_forward(X))
+
+
+TransformerLayer = type("TransformerLayer", (nn.Module,),
+                        {"__init__": _init, "forward": _forward})
+'''))
+CORRECT["decoding_mask"].append(
+    ("tril with an offset, IPython magic in the cell", '''
+%precision 4
+def decoding_mask(n_queries, n_keys, device=None):
+    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=n_keys - n_queries)
+'''))
+CORRECT["multi_head_attention"].append(
+    ("split and merge helpers, locals named signal and inspect", '''
+import inspect
+
+
+def split(T, n_heads):
+    *batch, N, D = T.shape
+    return T.reshape(*batch, N, n_heads, D // n_heads).transpose(-3, -2)
+
+
+def merge(T):
+    return T.transpose(-3, -2).flatten(-2)
+
+
+def multi_head_attention(X, W_q, W_k, W_v, W_o, n_heads, mask=None):
+    Q, K, V = (split(X @ W, n_heads) for W in (W_q, W_k, W_v))
+    signal = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        signal = signal.masked_fill(~mask.unsqueeze(-3), float("-inf"))
+    inspect = torch.softmax(signal, dim=-1)
+    return merge(inspect @ V) @ W_o, inspect
+'''))
+
 # Shortcuts hidden in a helper of the same cell, or in a class built with
 # ``type(...)``: the grader reads the whole cell and the helpers it uses,
 # and so does the local check (it once read only the function).

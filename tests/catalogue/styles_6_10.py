@@ -755,3 +755,162 @@ def induction_scores(A, tokens):
 '''),
     ],
 }
+
+
+# More ways to build the module exercises, and more styles where there
+# were three.
+CORRECT["VisionTransformer"].append(
+    ("a classifier base class of my own, a local named os", '''
+from course_lib.layers import TransformerLayer
+from course_lib.vit import PatchEmbedding
+
+
+class Classifier(nn.Module):
+    def __init__(self, d_model, n_classes):
+        super().__init__()
+        self.head = nn.Linear(d_model, n_classes)
+
+    def classify(self, Z):
+        return self.head(Z[:, 0])
+
+
+class VisionTransformer(Classifier):
+    def __init__(self, *, image_size, patch_size, in_channels, n_classes,
+                 d_model, depth, n_heads, d_ff, dropout=0.0):
+        super().__init__(d_model, n_classes)
+        self.patch_embedding = PatchEmbedding(
+            image_size=image_size, patch_size=patch_size,
+            in_channels=in_channels, d_model=d_model)
+        self.encoder = nn.Module()
+        self.encoder.layers = nn.ModuleList()
+        for _ in range(depth):
+            self.encoder.layers.append(TransformerLayer(
+                d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+                norm_first=True))
+        self.encoder.norm = nn.LayerNorm(d_model)
+
+    def forward(self, images, *, return_attention=False):
+        os = self.patch_embedding(images)
+        weights = []
+        for layer in self.encoder.layers:
+            os, A = layer(os, return_attention=True)
+            weights.append(A)
+        logits = self.classify(self.encoder.norm(os))
+        return (logits, weights) if return_attention else logits
+'''))
+CORRECT["DecoderLayer"].append(
+    ("a class built with type(...), a residual helper", '''
+from course_lib.layers import FeedForward
+from course_lib.multihead import MultiHeadAttention
+
+
+def _init(self, *, d_model, n_heads, d_ff, norm_first=False, dropout=0.0):
+    nn.Module.__init__(self)
+    self.self_attention = MultiHeadAttention(d_model=d_model,
+                                             n_heads=n_heads)
+    self.cross_attention = MultiHeadAttention(d_model=d_model,
+                                              n_heads=n_heads)
+    self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff)
+    for i in (1, 2, 3):
+        self.add_module(f"norm{i}", nn.LayerNorm(d_model))
+    self.norm_first = norm_first
+
+
+def _residual(self, norm, X, sublayer):
+    if self.norm_first:
+        out, A = sublayer(norm(X))
+        return X + out, A
+    out, A = sublayer(X)
+    return norm(X + out), A
+
+
+def _forward(self, X, memory, tgt_mask=None, memory_mask=None, *,
+             return_attention=False):
+    X, A_self = _residual(self, self.norm1, X,
+                          lambda Z: self.self_attention(Z, tgt_mask))
+    X, A_cross = _residual(self, self.norm2, X,
+                           lambda Z: self.cross_attention(
+                               Z, memory_mask, context=memory))
+    X, _ = _residual(self, self.norm3, X,
+                     lambda Z: (self.feed_forward(Z), None))
+    return (X, A_self, A_cross) if return_attention else X
+
+
+DecoderLayer = type("DecoderLayer", (nn.Module,),
+                    {"__init__": _init, "forward": _forward})
+'''))
+CORRECT["linear_attention"].append(
+    ("a loop over the keys accumulating the sums", '''
+def linear_attention(Q, K, V, feature_map=None, eps=1e-6):
+    phi = feature_map or (lambda x: nn.functional.elu(x) + 1)
+    pq, pk = phi(Q), phi(K)
+    S = pk.new_zeros(*pk.shape[:-2], pk.shape[-1], V.shape[-1])
+    z = pk.new_zeros(*pk.shape[:-2], pk.shape[-1])
+    for j in range(K.shape[-2]):
+        S = S + pk[..., j, :, None] * V[..., j, None, :]
+        z = z + pk[..., j, :]
+    return (pq @ S) / ((pq @ z.unsqueeze(-1)) + eps)
+'''))
+CORRECT["sample_top_k"].append(
+    ("a loop over the rows, IPython magic in the cell", '''
+%precision 4
+def sample_top_k(logits, temperature, top_k, n_samples, seed):
+    z = logits / temperature
+    probs = torch.zeros_like(z)
+    for b in range(z.shape[0]):
+        row = z[b]
+        if top_k is not None and top_k < row.shape[-1]:
+            kth = row.sort(descending=True).values[top_k - 1]
+            row = row.masked_fill(row < kth, float("-inf"))
+        e = torch.exp(row - row.max())
+        probs[b] = e / e.sum()
+    g = torch.Generator().manual_seed(seed)
+    return probs, torch.multinomial(probs, n_samples, replacement=True,
+                                    generator=g)
+'''))
+CORRECT["kv_attention_step"].append(
+    ("a cache helper, a loop over the new tokens, a local named sys", '''
+def extend(cache, new):
+    return torch.cat([cache, new], dim=-2)
+
+
+def kv_attention_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o,
+                      n_heads):
+    T = X_new.shape[-2]
+    N = K_cache.shape[-2]
+    # (..., T, D) -> (..., H, T, d)
+    q, k, v = (
+        (X_new @ W).unflatten(-1, (n_heads, -1)).transpose(-3, -2)
+        for W in (W_q, W_k, W_v))
+    K, V = extend(K_cache, k), extend(V_cache, v)
+    sys = []
+    for t in range(T):  # token t sees the cache and the new tokens <= t
+        keys = K[..., :N + t + 1, :]
+        s = q[..., t:t + 1, :] @ keys.transpose(-2, -1)
+        A = torch.softmax(s / math.sqrt(q.shape[-1]), dim=-1)
+        sys.append(A @ V[..., :N + t + 1, :])
+    Y = torch.cat(sys, dim=-2).transpose(-3, -2).flatten(-2)
+    return Y @ W_o, K, V
+'''))
+CORRECT["induction_scores"].append(
+    ("a helper for the targets of one sequence, a local named os", '''
+def targets(tokens):
+    N = tokens.shape[-1]
+    os = torch.zeros(N, N, dtype=torch.bool)
+    for n in range(N):
+        for j in range(1, n + 1):
+            os[n, j] = bool(tokens[j - 1] == tokens[n])
+    return os
+
+
+def induction_scores(A, tokens):
+    *batch, H, N, _ = A.shape
+    flat_A, flat_t = A.reshape(-1, H, N, N), tokens.reshape(-1, N)
+    scores = []
+    for a, t in zip(flat_A, flat_t):
+        T = targets(t)
+        has = T.any(-1)
+        mass = (a * T).sum(-1)  # (H, N)
+        scores.append(mass[:, has].sum(-1) / has.sum())
+    return torch.stack(scores).reshape(*batch, H)
+'''))
