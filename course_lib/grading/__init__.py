@@ -197,9 +197,12 @@ def _helper_cells(files, cells):
             last[name] = filename
     answer = ast.Module(body=[node for f in files if f in trees
                               for node in trees[f].body], type_ignores=[])
-    current = set(last.values()) - set(files)
-    helpers = [(f, t) for f, t in trees.items() if f in current]
-    chosen = rules.reachable(answer, helpers)
+    defines = {}  # a cell counts for the names it was last to define
+    for name, filename in last.items():
+        if filename not in files:
+            defines.setdefault(filename, set()).add(name)
+    helpers = [(f, t) for f, t in trees.items() if f in defines]
+    chosen = rules.reachable(answer, helpers, defines)
     return [f for f in trees if f in chosen]
 
 

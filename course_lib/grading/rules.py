@@ -288,15 +288,20 @@ def _names(tree, local=frozenset()):
     return found
 
 
-def reachable(answer, helpers):
+def reachable(answer, helpers, defines=None):
     """The indices of ``helpers`` (``[(index, tree)]``) whose definitions
-    the ``answer`` tree uses, directly or through one another."""
+    the ``answer`` tree uses, directly or through one another.
+    ``defines`` (``{index: names}``) says which names a helper's
+    definitions count for (default: every name it defines)."""
+    defines = defines or {}
     wanted, chosen = _names(answer), set()
     changed = True
     while changed:
         changed = False
         for index, tree in helpers:
-            if index not in chosen and defined(tree) & wanted:
+            names = defines.get(index)
+            names = defined(tree) if names is None else names
+            if index not in chosen and names & wanted:
                 chosen.add(index)
                 wanted |= _names(tree)
                 changed = True
