@@ -39,6 +39,7 @@ from course_lib.grading import (
     wire,
 )
 from course_lib.grading.engine import judge, payload
+from course_lib.grading.families import breakdown, tally
 from course_tools import hidden as hidden_cases
 
 PASSED = "\u2713"
@@ -290,8 +291,10 @@ def without_data(outcome):
                 "visible cases, which test the same kinds of input)")
 
 
-def judge_check(name, hidden, table, bundles, rule_verdicts):
-    """The pass line for one ``check(...)``, or raise GradingError."""
+def judge_cases(name, hidden, table, bundles, rule_verdicts):
+    """``(spec, [(case, message or None)], largest difference)`` for one
+    ``check(...)``; raise GradingError when the check earns nothing
+    whatever its cases (an unknown exercise, a rule, no result)."""
     call = (f"the hidden check of {name}" if hidden
             else f"check({name!r}, {name})")
     if (name, hidden) not in table:
@@ -308,14 +311,33 @@ def judge_check(name, hidden, table, bundles, rule_verdicts):
             "result: the test cell did not run the check to its end (an "
             "error before it, or the notebook replaced or repeated "
             "`check`). No points.")
-    worst = 0.0
+    judged, worst = [], 0.0
     for case, outcome in zip(cases, mine[0]["outcomes"], strict=True):
         if hidden:
             outcome = without_data(outcome)
-        worst = max(worst, judge(spec, case, outcome))
+        try:
+            worst = max(worst, judge(spec, case, outcome))
+            judged.append((case, None))
+        except GradingError as error:
+            judged.append((case, str(error)))
+    return spec, judged, worst
+
+
+def pass_line(name, hidden, count, worst):
     kind = "hidden cases" if hidden else "cases"
-    return (f"{PASSED} {name}: {len(cases)} {kind} passed (largest "
+    return (f"{PASSED} {name}: {count} {kind} passed (largest "
             f"difference from the reference {worst:.1e})")
+
+
+def judge_check(name, hidden, table, bundles, rule_verdicts):
+    """The pass line for one ``check(...)``, or raise GradingError with
+    its first failure."""
+    _spec, judged, worst = judge_cases(name, hidden, table, bundles,
+                                       rule_verdicts)
+    for _case, message in judged:
+        if message is not None:
+            raise GradingError(message)
+    return pass_line(name, hidden, len(judged), worst)
 
 
 TIMED_OUT = ("CellTimeoutError", "KeyboardInterrupt")
@@ -329,14 +351,23 @@ def timed_out(cell):
 def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
     """Replace a test cell's outputs with the grader's verdict.
     ``stopped_cell``: the index of an earlier cell stopped at the time
-    limit (``timeout`` seconds), if any."""
+    limit (``timeout`` seconds), if any.
+
+    The cell's points go by families of cases (``Exercise.families``):
+    a family earns its points when every one of its cases, visible and
+    hidden, passed. Full marks: the pass lines. Some points: a line per
+    family (what it earned, or why not) and the score as the cell's
+    ``execute_result``, which nbgrader records as a partial grade. No
+    point: the first failure as an error, as nbgrader expects."""
     bundles = _results(cell)
     stopped = _stopped_by(cell)
     limit = f"{timeout} s" if timeout else "the time limit"
-    outputs, failure = [], None
+    points = float(cell.metadata.get("nbgrader", {}).get("points") or 0)
+    outputs, failure, judged = [], None, {}
     for name, hidden in expected_checks(cell.source):
         try:
-            line = judge_check(name, hidden, table, bundles, rule_verdicts)
+            spec, found, worst = judge_cases(name, hidden, table, bundles,
+                                             rule_verdicts)
         except GradingError as error:
             failure = str(error)
             if "did not run the check" in failure:
@@ -353,13 +384,43 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
                 elif stopped:
                     failure += f"\nThe test cell stopped with {stopped}"
             break
-        outputs.append(new_output("display_data",
-                                  data={"text/plain": line}))
+        judged.setdefault(name, (spec, []))[1].extend(found)
+        if all(message is None for _case, message in found):
+            outputs.append(new_output("display_data", data={
+                "text/plain": pass_line(name, hidden, len(found), worst)}))
+    if failure is None:
+        outputs, failure = _by_family(outputs, judged, points)
     if failure is not None:
         outputs.append(new_output(
             "error", ename="GradingError", evalue=failure,
             traceback=[f"GradingError: {failure}"]))
     cell.outputs = outputs
+
+
+def _by_family(outputs, judged, points):
+    """``(outputs, failure)`` of a cell whose checks all ran: the points
+    of each family of cases (one exercise in the cell), or the first
+    failure (several exercises: all or nothing)."""
+    first = next((m for _spec, found in judged.values()
+                  for _case, m in found if m is not None), None)
+    if len(judged) != 1:
+        return outputs, first
+    ((name, (spec, found)),) = judged.items()
+    results = tally(spec, found, points)
+    several = len(results) > 1
+    lines = [new_output("display_data", data={"text/plain": line})
+             for line in breakdown(name, results)] if several else []
+    earned = sum(r.earned for r in results)
+    if first is None:
+        return outputs + lines, None
+    if earned > 0:
+        return lines + [new_output(
+            "execute_result", execution_count=None,
+            data={"text/plain": f"{earned:g}"})], None
+    if several:
+        first += ("\nNo family of cases passed:\n"
+                  + "\n".join(breakdown(name, results)))
+    return outputs, first
 
 
 def released_sources(resources, config):

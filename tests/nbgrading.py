@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass
 class Result:
     scores: dict  # grade_id -> (score, max_score)
-    messages: dict  # grade_id -> the test cell's error text
+    # grade_id -> the test cell's error text, and the lines of the
+    # families of cases that earned nothing (partial credit)
+    messages: dict
 
     @property
     def total(self):
@@ -137,7 +139,18 @@ def _read_results(chapter, course, students):
                 if cell.cell_type == "code" and grade_id:
                     messages[grade_id] = "\n".join(
                         f"{o.get('ename', '')}: {o.get('evalue', '')}"
+                        if o.get("output_type") == "error"
+                        else str(o.get("data", {}).get("text/plain", ""))
                         for o in cell.get("outputs", [])
-                        if o.get("output_type") == "error")
+                        if o.get("output_type") == "error"
+                        or _family_failed(o))
             results[student] = Result(scores, messages)
     return results
+
+
+def _family_failed(output):
+    """Whether ``output`` is the grader's line for a family of cases that
+    earned no point (``✗ exercise, family: 0 of 2 points, since ...``)."""
+    text = output.get("data", {}).get("text/plain", "")
+    return (output.get("output_type") == "display_data"
+            and str(text).startswith("\u2717"))

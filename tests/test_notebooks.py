@@ -92,6 +92,23 @@ def end_to_end_styles(chapter, cheated):
             if CHAPTER_OF[e] == chapter and e not in cheated}
 
 
+def family_points(exercise, source, points):
+    """The points an answer earns in process: those of the families of
+    cases (visible and hidden) it passes entirely."""
+    from course_lib.grading import exercise as spec_of
+    from course_lib.grading.engine import run_each
+    from course_lib.grading.families import tally
+    from course_tools import hidden
+
+    spec = spec_of(exercise)
+    namespace = {}
+    exec(compile(PRELUDE + source, f"<{exercise}>", "exec"), namespace)
+    answer = namespace[exercise]
+    judged = (run_each(spec, answer, spec.visible())[0]
+              + run_each(spec, answer, hidden.cases(exercise))[0])
+    return sum(r.earned for r in tally(spec, judged, points))
+
+
 def build_submissions(chapter):
     """``({student: notebook}, {student: {exercise: (verdict, label,
     expected message)}})`` for one chapter."""
@@ -208,11 +225,16 @@ def test_wrong_and_cheating_answers(graded, chapter):
     results, expectations = graded[chapter]
     for student, expected in expectations.items():
         result = results[student]
-        for exercise, (_, label, message_part) in expected.items():
+        for exercise, (verdict, label, message_part) in expected.items():
             grade_id = f"test_{exercise}"
             score = result.auto(grade_id)
             message = result.messages[grade_id]
-            assert score == 0, (student, exercise, label)
+            # a misconception keeps the points of the families of cases
+            # it gets right (partial credit); a cheat earns nothing
+            earned = 0 if verdict == "nothing" else family_points(
+                exercise, dict(WRONG[exercise])[label],
+                result.scores[grade_id][1])
+            assert score == earned, (student, exercise, label, score)
             assert message_part in message, (student, label, message)
         if not student.startswith("nbcheat"):
             for exercise in set(exercises_of(chapter)) - set(expected):

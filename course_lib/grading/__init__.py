@@ -95,10 +95,32 @@ def check(exercise_name, obj, *, hidden=False):
     print("\u2713 " + line)
 
 
-def engine_run(spec, obj):
-    from course_lib.grading.engine import run
+AT_GRADING = ("at grading, hidden cases of the same kinds (dtypes, batch "
+              "shapes, masks, sizes) run too")
 
-    return run(spec, obj, spec.visible())
+
+def engine_run(spec, obj):
+    """Judge ``obj`` on the visible cases: the pass line, or raise with
+    the first failure and, when the points split, what each family of
+    cases would earn."""
+    from course_lib.grading.engine import run_each
+    from course_lib.grading.families import breakdown, tally
+
+    cases = spec.visible()
+    judged, worst = run_each(spec, obj, cases)
+    results = tally(spec, judged)
+    failure = next((m for _c, m in judged if m is not None), None)
+    if failure is not None:
+        if len(results) > 1:
+            failure += ("\nPoints by family of cases, on the visible "
+                        "cases:\n" + "\n".join(breakdown(spec.name,
+                                                          results)))
+        raise GradingError(failure)
+    line = (f"{spec.name}: {len(cases)} cases passed (largest difference "
+            f"from the reference {worst:.1e}); {AT_GRADING}")
+    if len(results) > 1:
+        line += "\n" + "\n".join(breakdown(spec.name, results))
+    return line
 
 
 def _shortcuts(spec, obj):

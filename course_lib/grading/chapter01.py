@@ -6,8 +6,9 @@ import math
 import torch
 
 from course_lib import attention as ref
-from course_lib.grading.common import randn, rows_sum_to_one
+from course_lib.grading.common import F64, randn, rows_sum_to_one, with_axes
 from course_lib.grading.engine import Case, Exercise, Misconception
+from course_lib.grading.families import Family
 
 SOFTMAX_TORCH = frozenset({"softmax", "log_softmax", "_softmax", "softmin"})
 SOFTMAX_ATEN = frozenset({"_softmax", "_log_softmax", "_safe_softmax"})
@@ -23,6 +24,10 @@ def _softmax_cases_visible():
         Case("3 rows of 5 logits", (randn(3, 5, seed=11),)),
         Case("large logits [1000, -1000, 999]",
              (torch.tensor([1000.0, -1000.0, 999.0]),)),
+        Case("a (2, 4, 3) batch in float64",
+             (randn(2, 4, 3, seed=16, dtype=F64, scale=3),)),
+        Case("a (3, 4, 2) input along dim=1", (randn(3, 4, 2, seed=17),),
+             {"dim": 1}),
     ]
 
 
@@ -99,6 +104,11 @@ def _coefficient_cases_visible():
     return [
         Case("the notes' X = [[1,0],[0,1],[1,1]]", (NOTES_X.clone(),)),
         Case("4 random tokens of 3 features", (randn(4, 3, seed=21),)),
+        Case("a (3, 4, 2) batch in float64",
+             (randn(3, 4, 2, seed=27, dtype=F64),)),
+        Case("a (2, 2, 3, 4) input, two batch axes",
+             (randn(2, 2, 3, 4, seed=28),)),
+        Case("one token", (randn(1, 3, seed=29),)),
     ]
 
 
@@ -152,6 +162,10 @@ def _simple_cases_visible():
         Case("the notes' X = [[1,0],[0,1],[1,1]]", (NOTES_X.clone(),)),
         Case("4 random tokens of 3 features", (randn(4, 3, seed=31),)),
         Case("a (2, 4, 3) batch", (randn(2, 4, 3, seed=35),)),
+        Case("a (3, 4, 2) batch in float64",
+             (randn(3, 4, 2, seed=38, dtype=F64),)),
+        Case("a (2, 2, 5, 3) input, two batch axes",
+             (randn(2, 2, 5, 3, seed=39),)),
     ]
 
 
@@ -189,6 +203,8 @@ SIMPLE_SELF_ATTENTION = Exercise(
     name="simple_self_attention",
     reference=ref.simple_self_attention,
     visible=_simple_cases_visible,
+    families=(Family("a single sequence (N, D)", 2, with_axes(2)),
+              Family("batches (..., N, D)", 1)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(

@@ -9,10 +9,19 @@ import torch
 
 from course_lib import attention as ref
 from course_lib.grading.common import (
+    F64,
     masked_weights_are_zero,
     randn,
+    random_mask,
+    without_mask,
 )
-from course_lib.grading.engine import Case, Exercise, Misconception, as_array
+from course_lib.grading.engine import (
+    Case,
+    Exercise,
+    Misconception,
+    as_array,
+)
+from course_lib.grading.families import Family
 
 SDPA_TORCH = frozenset({"scaled_dot_product_attention",
                         "multi_head_attention_forward"})
@@ -93,6 +102,14 @@ def _sdpa_visible():
              (*_qkv((), 5, 5, 4, 4, seed=42), ref.causal_mask(5))),
         Case("3 queries, 4 keys, query 1 may attend to no key",
              (*_qkv((), 3, 4, 4, 2, seed=51), EMPTY_ROW_MASK.clone())),
+        Case("a (2, 2, 4, 3) batch in float64",
+             _qkv((2, 2), 4, 4, 3, 3, seed=55, dtype=F64)),
+        Case("a (1, 3, 5) mask shared by a batch of 2",
+             (*_qkv((2,), 3, 5, 4, 2, seed=56), random_mask(1, 3, 5,
+                                                            seed=57))),
+        Case("a (2, 1, 3, 4) mask, one per sequence, shared by 2 heads",
+             (*_qkv((2, 2), 3, 4, 3, 3, seed=58),
+              random_mask(2, 1, 3, 4, seed=59))),
     ]
 
 
@@ -116,6 +133,8 @@ SCALED_DOT_PRODUCT_ATTENTION = Exercise(
     name="scaled_dot_product_attention",
     reference=ref.scaled_dot_product_attention,
     visible=_sdpa_visible,
+    families=(Family("inputs without a mask", 2, without_mask(3)),
+              Family("inputs with a mask", 2)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
@@ -263,7 +282,13 @@ SELF_ATTENTION = Exercise(
          True),
         ("padded queries and keys (lengths 5 and 2)",
          {"d_model": 4, "d_k": 4, "d_v": 3}, (2, 5), torch.float32, [5, 2]),
+        ("bias=False, a causal mask, float64",
+         {"d_model": 4, "d_k": 2, "bias": False}, (2, 4), F64, True),
+        ("a (2, 2, 3) batch: two batch axes", {"d_model": 4, "d_k": 3},
+         (2, 2, 3), torch.float32, False),
     ], seed=60),
+    families=(Family("inputs without a mask", 2, without_mask(1)),
+              Family("inputs with a mask", 1)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception("no 1/sqrt(d_k) scale",
@@ -345,7 +370,8 @@ DECODING_MASK = Exercise(
     reference=decoding_mask,
     visible=lambda: [Case("3 new queries, 7 keys", (3, 7)),
                      Case("4 queries, 4 keys (the causal mask)", (4, 4)),
-                     Case("1 new query, 5 keys", (1, 5))],
+                     Case("1 new query, 5 keys", (1, 5)),
+                     Case("1 query, 1 key: a single token", (1, 1))],
     misconceptions=(
         Misconception(
             "the mask is aligned top-left (the first tokens' causal mask)",

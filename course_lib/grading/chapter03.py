@@ -11,13 +11,22 @@ from course_lib import multihead as ref
 from course_lib.grading.chapter02 import SDPA_ATEN, SDPA_TORCH
 from course_lib.grading.common import (
     F32,
+    F64,
     TORCH_ATTENTION,
     randn,
     random_mask,
     rows_sum_to_one,
     token_module_cases,
+    with_axes,
+    without_mask,
 )
-from course_lib.grading.engine import Case, Exercise, Misconception, as_array
+from course_lib.grading.engine import (
+    Case,
+    Exercise,
+    Misconception,
+    as_array,
+)
+from course_lib.grading.families import Family
 
 # ------------------------------------------------------ split/merge heads
 
@@ -45,7 +54,13 @@ SPLIT_HEADS = Exercise(
     visible=lambda: [
         Case("X (5, 8) into 2 heads", (randn(5, 8, seed=81), 2)),
         Case("X (2, 4, 6) into 3 heads", (randn(2, 4, 6, seed=82), 3)),
+        Case("X (2, 3, 4, 6) in float64 into 2 heads",
+             (randn(2, 3, 4, 6, seed=87, dtype=F64), 2)),
+        Case("one head: X (4, 6) unchanged but for the axis",
+             (randn(4, 6, seed=88), 1)),
     ],
+    families=(Family("a single sequence (N, D)", 1, with_axes(2)),
+              Family("batches (..., N, D)", 1)),
     misconceptions=(
         Misconception(
             "heads split without a transpose",
@@ -84,7 +99,12 @@ MERGE_HEADS = Exercise(
     visible=lambda: [
         Case("2 heads of (5, 4)", (randn(2, 5, 4, seed=91),)),
         Case("a batch of 3 heads", (randn(2, 3, 4, 2, seed=92),)),
+        Case("(2, 2, 3, 4, 2): two batch axes, float64",
+             (randn(2, 2, 3, 4, 2, seed=97, dtype=F64),)),
+        Case("a single head (1, 4, 3)", (randn(1, 4, 3, seed=98),)),
     ],
+    families=(Family("one sequence's heads (H, N, d_head)", 1, with_axes(3)),
+              Family("batches (..., H, N, d_head)", 1)),
     misconceptions=(
         Misconception(
             "heads merged without a transpose",
@@ -163,7 +183,15 @@ MULTI_HEAD_ATTENTION = Exercise(
          (5,), torch.float32, None),
         ("a causal mask", {"d_model": 6, "n_heads": 3}, (2, 4),
          torch.float32, "causal"),
+        ("bias=False in float64", {"d_model": 6, "n_heads": 2,
+                                   "bias": False}, (5,), F64, None),
+        ("one random mask per sequence, float64",
+         {"d_model": 4, "n_heads": 2}, (2, 4), F64, "random"),
+        ("(2, 2, 3): two batch axes", {"d_model": 6, "n_heads": 3},
+         (2, 2, 3), torch.float32, None),
     ], seed=100),
+    families=(Family("a single sequence (N, d_model)", 2, with_axes(2)),
+              Family("batches, with or without masks", 2)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(
@@ -256,6 +284,11 @@ MULTI_HEAD_ATTENTION_FN = Exercise(
          F32, None),
         ("one mask per sequence, B = H = 2", (2, 4), 6, 2, F32,
          "per sequence"),
+        ("a causal (N, N) mask in float64, 2 heads", (2, 4), 6, 2, F64,
+         "causal"),
+        ("one sequence (N, D), 3 heads", (4,), 6, 3, F32, None),
+        ("(2, 2, 3): two batch axes, 2 heads", (2, 2, 3), 4, 2, F32, None),
+        ("a single head with a causal mask", (2, 4), 4, 1, F32, "causal"),
     ], seed=130),
     outputs=("output", "weights"),
     misconceptions=(
@@ -341,7 +374,17 @@ GROUPED_QUERY_ATTENTION = Exercise(
          4, 2, F32, None),
         ("one group (multi-query), a causal mask", (2, 4), 6, 3, 1, F32,
          "causal"),
+        ("one mask per sequence, B = H = 4, 2 groups, float64", (4, 4), 8,
+         4, 2, F64, "per sequence"),
+        ("(2, 2, 3): two batch axes, 2 heads in 2 groups", (2, 2, 3), 4,
+         2, 2, F32, None),
+        ("one sequence (N, D), 2 heads in 1 group", (4,), 4, 2, 1, F32,
+         None),
+        ("a single sequence in a batch of 1, float64", (1, 5), 8, 4, 2,
+         F64, None),
     ], seed=150),
+    families=(Family("inputs without a mask", 2, without_mask(7)),
+              Family("inputs with a mask", 1)),
     outputs=("output", "weights"),
     misconceptions=(
         Misconception(

@@ -11,9 +11,11 @@ from course_lib import decoder as ref_decoder
 from course_lib import layers as ref
 from course_lib.grading.common import (
     F32,
+    F64,
     TORCH_ATTENTION,
     randn,
     token_module_cases,
+    without_mask,
 )
 from course_lib.grading.engine import (
     Case,
@@ -21,6 +23,7 @@ from course_lib.grading.engine import (
     Misconception,
     as_array,
 )
+from course_lib.grading.families import Family
 
 # Note 001's three 4-dimensional embeddings ("cat", "opened", "its").
 NOTES_EMBEDDINGS = torch.tensor([[0.1, -2.0, 0.4, -1.0],
@@ -139,8 +142,17 @@ LAYER_NORM = Exercise(
     visible=lambda: [
         Case("the notes' three embeddings (3, 4)",
              (NOTES_EMBEDDINGS.clone(),)),
-        *_ln_cases([("a (2, 5, 8) batch with weight and bias", (2, 5, 8),
-                     F32, {"affine": "both"}, {})], seed=200),
+        *_ln_cases([
+            ("a (2, 5, 8) batch with weight and bias", (2, 5, 8), F32,
+             {"affine": "both"}, {}),
+            ("(2, 2, 3, 5) in float64 with weight and bias", (2, 2, 3, 5),
+             F64, {"affine": "both"}, {}),
+            ("one token of shape (6,)", (6,), F32, {}, {}),
+            ("one feature per token (D = 1)", (3, 1), F64, {}, {}),
+            ("eps = 0.2 by keyword", (2, 4, 5), F32, {}, {"eps": 0.2}),
+            ("a bias and weight=None", (2, 4, 6), F64, {"affine": "bias"},
+             {}),
+        ], seed=200),
     ],
     misconceptions=(
         _wrong_ln("unbiased variance (divides by D - 1)",
@@ -210,6 +222,11 @@ FEED_FORWARD = Exercise(
         ("d_model=4, d_ff=16 on 5 tokens", {"d_model": 4, "d_ff": 16}, (5,),
          F32),
         ("a (2, 5) batch, d_ff=32", {"d_model": 8, "d_ff": 32}, (2, 5), F32),
+        ("(2, 2, 3): two batch axes, float64", {"d_model": 4, "d_ff": 8},
+         (2, 2, 3), F64),
+        ("one token of shape (d_model,)", {"d_model": 4, "d_ff": 6}, (),
+         F32),
+        ("d_model = d_ff = 1", {"d_model": 1, "d_ff": 1}, (3,), F32),
     ], seed=300),
     misconceptions=(
         Misconception(
@@ -300,7 +317,13 @@ TRANSFORMER_LAYER = Exercise(
          (5,), F32, None),
         ("pre-LN (norm_first=True), a causal mask, a (2, 5) batch",
          _init(8, 2, 16, True), (2, 5), F32, "causal"),
+        ("post-LN, one random mask per sequence, float64",
+         _init(8, 2, 16, False), (2, 4), F64, "random"),
+        ("pre-LN on (2, 2, 3): two batch axes", _init(8, 2, 16, True),
+         (2, 2, 3), F32, None),
     ], seed=400),
+    families=(Family("inputs without a mask", 2, without_mask(1)),
+              Family("inputs with a mask", 2)),
     misconceptions=(
         _wrong_layer(
             "pre-LN residual taken from the normalised input",
@@ -417,6 +440,11 @@ LAYER_NORM_BACKWARD = Exercise(
          {"x": NOTES_EMBEDDINGS}, {}),
         ("a (2, 5, 8) batch with weight", (2, 5, 8), F32,
          {"weight": True}, {}),
+        ("(2, 2, 3, 5) in float64 with weight", (2, 2, 3, 5), F64,
+         {"weight": True}, {}),
+        ("one token of shape (6,)", (6,), F32, {}, {}),
+        ("eps = 0.3 by keyword, one feature per token (D = 1)", (3, 1),
+         F64, {}, {"eps": 0.3}),
     ], seed=500),
     misconceptions=(
         _wrong_backward(
@@ -514,6 +542,8 @@ DECODER_LAYER = Exercise(
          _decoder_init(8, 2, 16), (1, 5), 7, F32),
         ("a batch of 2, 4 target and 6 source tokens",
          _decoder_init(8, 2, 16), (2, 4), 6, F32),
+        ("(2, 2, 3): two batch axes, float64", _decoder_init(8, 2, 16),
+         (2, 2, 3), 4, F64),
     ], seed=600),
     misconceptions=(
         _wrong_decoder(

@@ -61,6 +61,8 @@ ATTENTION_FLOPS = Exercise(
     visible=lambda: _flop_cases([
         ("N = 4, D = 6, H = 2 (the count by hand)", (4, 6, 2), {}),
         ("the notes' example: N = 3, D = 2, one head", (3, 2), {}),
+        ("one token of one feature: N = 1, D = 1", (1, 1), {}),
+        ("N = 6, D = 8, n_heads=4 by keyword", (6, 8), {"n_heads": 4}),
     ]),
     misconceptions=(
         _wrong("a multiply-add counted as 1 FLOP",
@@ -118,6 +120,8 @@ CROSSOVER_LENGTH = Exercise(
     visible=lambda: [
         Case("attention alone, D = 64", (64,)),
         Case("GPT-2 small's layer: D = 768, d_ff = 3072", (768, 3072)),
+        Case("one feature: D = 1", (1,)),
+        Case("D = 32, d_ff=128 by keyword", (32,), {"d_ff": 128}),
     ],
     misconceptions=(
         Misconception(
@@ -175,6 +179,9 @@ ATTENTION_MEMORY_BYTES = Exercise(
         Case("BERT-base: N = 512, 12 heads", (512,), {"n_heads": 12}),
         Case("float64: N = 100, 2 heads, 8 bytes per element", (100,),
              {"n_heads": 2, "bytes_per_element": 8}),
+        Case("one token: N = 1", (1,)),
+        Case("N = 64, 4 heads, 1 byte per element, by position",
+             (64, 4, 1)),
     ],
     misconceptions=(
         Misconception("bytes per element ignored (4 assumed)", MEMORY_ADVICE,
@@ -227,6 +234,7 @@ DECODING_FLOPS = Exercise(
     visible=lambda: [
         Case("no prompt, one new token, D = 4", (0, 1, 4)),
         Case("a prompt of 3, 2 new tokens, D = 8", (3, 2, 8)),
+        Case("one feature: a prompt of 4, 2 new tokens, D = 1", (4, 2, 1)),
     ],
     misconceptions=(
         Misconception(
@@ -341,6 +349,15 @@ def _fit_visible():
                   [3.0 * x**2 for x in xs]),
         _fit_case("noisy peak memory (bytes) against N", LENGTHS,
                   _law(LENGTHS, 2.0, 48.0, seed=1, noise=0.1).tolist()),
+        _fit_case("numpy arrays, y = 2 x^-1", np.array(xs),
+                  2.0 / np.array(xs)),
+        _fit_case("float64 tensors, y ~ 3 x^1.2 with noise",
+                  torch.tensor(LENGTHS, dtype=torch.float64),
+                  torch.from_numpy(_law(LENGTHS, 1.2, 3.0, seed=7,
+                                        noise=0.05))),
+        _fit_case("float32 tensors, y ~ 0.1 x^2.5",
+                  torch.tensor(xs),
+                  torch.from_numpy(_law(xs, 2.5, 0.1, seed=8)).float()),
     ]
 
 

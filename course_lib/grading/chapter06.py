@@ -19,8 +19,15 @@ from course_lib.grading.common import (
     randn,
     rows_sum_to_one,
     token_module_cases,
+    without_mask,
 )
-from course_lib.grading.engine import Case, Exercise, Misconception, as_array
+from course_lib.grading.engine import (
+    Case,
+    Exercise,
+    Misconception,
+    as_array,
+)
+from course_lib.grading.families import Family
 
 # --------------------------------------------------------- the variants
 
@@ -104,6 +111,9 @@ def _encoding_visible():
         Case("the notes' 'I am a robot' table (n=4, d_model=4, base=100)",
              (4, 4, 100.0)),
         Case("10 positions, d_model = 8", (10, 8)),
+        Case("base=20 by keyword, 6 positions, d_model = 4", (6, 4),
+             {"base": 20.0}),
+        Case("one position, d_model = 6", (1, 6)),
     ]
 
 
@@ -222,6 +232,8 @@ def _relative_visible():
     return [
         Case("offset 1, d_model = 6, base = 50", (1, 6, 50.0)),
         Case("offset 3, d_model = 8", (3, 8)),
+        Case("offset 2, d_model = 4, base=10 by keyword", (2, 4),
+             {"base": 10.0}),
     ]
 
 
@@ -364,6 +376,10 @@ def _rotary_visible():
              (randn(5, 6, seed=601, dtype=F64), 50.0)),
         Case("(B, H, N, d_head) = (2, 3, 6, 8), float32",
              (randn(2, 3, 6, 8, seed=602, dtype=F32),)),
+        Case("(2, 1, 4): one position per sequence, base=20 by keyword",
+             (randn(2, 1, 4, seed=603, dtype=F32),), {"base": 20.0}),
+        Case("(2, 2, 2, 3, 4): five axes, base = 30, float64",
+             (randn(2, 2, 2, 3, 4, seed=604, dtype=F64), 30.0)),
     ]
 
 
@@ -480,6 +496,13 @@ def _rotary_attention_visible():
          {"d_model": 8, "n_heads": 2}, (6,), F32, None),
         ("a causal mask, a (2, 7) batch, 3 heads of 4",
          {"d_model": 12, "n_heads": 3}, (2, 7), F32, "causal"),
+        ("bias=False, (2, 2, 4): two batch axes, float64",
+         {"d_model": 8, "n_heads": 2, "bias": False}, (2, 2, 4), F64,
+         None),
+        ("one random mask per sequence", {"d_model": 8, "n_heads": 2},
+         (2, 5), F32, "random"),
+        ("a single token (nothing turned)", {"d_model": 4, "n_heads": 2},
+         (1,), F32, None),
     ], seed=660)
 
 
@@ -493,6 +516,8 @@ ROTARY_ATTENTION = Exercise(
                       "is allowed): W_q, W_k, W_v and W_o, and no other "
                       "parameters."),
     visible=_rotary_attention_visible,
+    families=(Family("inputs without a mask", 2, without_mask(1)),
+              Family("inputs with a mask", 2)),
     outputs=("output", "weights"),
     misconceptions=(
         _wrong_rotary(

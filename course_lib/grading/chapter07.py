@@ -12,7 +12,7 @@ import torch
 from course_lib import layers as ref_layers
 from course_lib import multihead as ref_multihead
 from course_lib import vit as ref
-from course_lib.grading.common import F32, TORCH_ATTENTION, randn
+from course_lib.grading.common import F32, F64, TORCH_ATTENTION, randn
 from course_lib.grading.engine import (
     Case,
     Exercise,
@@ -67,6 +67,9 @@ PATCHIFY = Exercise(
              (torch.arange(16.0).reshape(1, 1, 4, 4), 2)),
         Case("a (2, 3, 4, 4) colour batch, p = 2",
              (randn(2, 3, 4, 4, seed=701), 2)),
+        Case("a (1, 2, 4, 6) image in float64, p = 2",
+             (randn(1, 2, 4, 6, seed=708, dtype=F64), 2)),
+        Case("p = 1: each pixel a patch", (randn(1, 2, 2, 3, seed=709), 1)),
     ],
     misconceptions=tuple(Misconception(*m) for m in PATCH_MISCONCEPTIONS),
     forbidden_reference=(ref.patchify,),
@@ -128,6 +131,11 @@ UNPATCHIFY = Exercise(
              {"height": 4, "width": 4}),
         Case("a (2, 4, 12) colour cut, 4 x 4 images, p = 2",
              (randn(2, 4, 12, seed=710), 2), {"height": 4, "width": 4}),
+        Case("a wide 2 x 4 image in float64, 2 channels, p = 2",
+             (randn(1, 2, 8, seed=717, dtype=F64), 2),
+             {"height": 2, "width": 4}),
+        Case("p = 1: each pixel a patch", (randn(1, 4, 2, seed=718), 1),
+             {"height": 2, "width": 2}),
     ],
     misconceptions=tuple(Misconception(*m) for m in UNPATCH_MISCONCEPTIONS),
     forbidden_reference=(ref.unpatchify,),
@@ -187,6 +195,7 @@ PATCH_EMBEDDING = Exercise(
     visible=lambda: _image_cases([
         ("4 x 4 images, p = 2, d_model = 8", (4, 2, 1, 8), 2, F32),
         ("colour 4 x 4 images, p = 2", (4, 2, 3, 6), 2, F32),
+        ("4 x 4 images in float64, p = 2", (4, 2, 1, 6), 2, F64),
     ], seed=730, keys=EMBEDDING_KEYS),
     misconceptions=(
         _wrong_embedding(
@@ -291,6 +300,8 @@ VISION_TRANSFORMER = Exercise(
          F32),
         ("colour 4 x 4 images, one layer", (4, 2, 3, 5, 8, 1, 2, 16), 2,
          F32),
+        ("4 x 4 images in float64, one layer", (4, 2, 1, 3, 8, 1, 2, 16),
+         2, F64),
     ], seed=770, keys=VIT_KEYS),
     outputs=("output", "attention weights"),
     misconceptions=(
@@ -384,6 +395,7 @@ VIT_PARAMETER_COUNT = Exercise(
     visible=lambda: count_cases([
         ("the digits ViT of Section 7.7", (8, 2, 1, 10, 32, 2, 64)),
         ("colour 6 x 6 images, p = 3, depth 3", (6, 3, 3, 4, 12, 3, 20)),
+        ("p = 1 and a single layer", (3, 1, 2, 4, 6, 1, 12)),
     ]),
     misconceptions=(
         _wrong_count(

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from course_lib import attention as ref_attention
 from course_lib import linear_attention as ref
 from course_lib.grading.chapter02 import SDPA_ATEN, SDPA_TORCH
-from course_lib.grading.common import F32, randn, softplus_features
+from course_lib.grading.common import F32, F64, randn, softplus_features
 from course_lib.grading.engine import (
     Case,
     Exercise,
@@ -80,6 +80,8 @@ ELU_FEATURE_MAP = Exercise(
     visible=lambda: [
         Case("x = -2, -1, 0, 1, 2", (torch.tensor([-2., -1., 0., 1., 2.]),)),
         Case("a (3, 4) tensor", (randn(3, 4, seed=801, scale=2.0),)),
+        Case("a (2, 2, 3, 4) batch in float64",
+             (randn(2, 2, 3, 4, seed=804, dtype=F64, scale=3.0),)),
     ],
     misconceptions=(
         Misconception("ReLU instead of ELU + 1", "ReLU is 0 for every "
@@ -125,6 +127,7 @@ LINEAR_ATTENTION = Exercise(
         ("N_q = N_k = 4, d_k = 3, d_v = 2", (), 4, 4, 3, 2, F32, 1),
         ("3 queries, 5 keys, a batch of 2", (2,), 3, 5, 4, 3, F32, 1),
         ("N_q = 37 queries, N_k = 53 keys", (2,), 37, 53, 3, 2, F32, 1),
+        ("a (2, 2) batch in float64, d_v = 1", (2, 2), 4, 5, 3, 1, F64, 1),
     ], seed=811),
     misconceptions=(
         _wrong("no normaliser", _NO_NORMALISER, _linear_with,
@@ -182,6 +185,8 @@ CAUSAL_LINEAR_ATTENTION = Exercise(
         ("N = 5, d_k = 3, d_v = 2", (), 5, 5, 3, 2, F32, 1),
         ("a batch of 2, N = 6", (2,), 6, 6, 4, 3, F32, 1),
         ("N = 41 tokens", (2,), 41, 41, 3, 2, F32, 1),
+        ("a (2, 2) batch in float64", (2, 2), 5, 5, 3, 3, F64, 1),
+        ("a single token", (2,), 1, 1, 3, 2, F32, 1),
     ], seed=831),
     misconceptions=(
         _wrong("the whole sequence is summed (it leaks the future)", _LEAK,
@@ -277,6 +282,11 @@ RECURRENT_LINEAR_ATTENTION_STEP = Exercise(
         Case("the first token (state None)", _step((), 3, 2, 851)),
         Case("a batch of 2 with a state",
              _step((2,), 3, 2, 852, _state((2,), 3, 2, seed=853))),
+        Case("a (2, 2) batch in float64 with a state",
+             _step((2, 2), 3, 2, 862, _state((2, 2), 3, 2, 863, F64), F64)),
+        Case("one sequence with a state, eps = 0.5",
+             _step((), 3, 2, 864, _state((), 3, 2, seed=865), F32,
+                   CASE_MAP, 0.5)),
     ],
     outputs=("output", "S", "z"),
     misconceptions=(
@@ -350,6 +360,11 @@ CHUNKED_LINEAR_ATTENTION_STEP = Exercise(
         Case("eps = 0.5, a chunk of 3 after a state",
              _chunk((), 3, 3, 2, 884, _state((), 3, 2, seed=885), F32,
                     CASE_MAP, 0.5)),
+        Case("a (2, 2) batch in float64, a chunk of 3 after a state",
+             _chunk((2, 2), 3, 3, 2, 886, _state((2, 2), 3, 2, 887, F64),
+                    F64)),
+        Case("a chunk of a single token after a state",
+             _chunk((2,), 1, 3, 2, 888, _state((2,), 3, 2, seed=889))),
     ],
     outputs=("output", "S", "z"),
     misconceptions=(
@@ -415,6 +430,9 @@ FAVOR_PLUS_FEATURES = Exercise(
     visible=lambda: [
         Case("X (5, 4), W (4, 4)", _xw((5, 4), 4, seed=871)),
         Case("X (2, 6, 3), m = 8 features", _xw((2, 6, 3), 8, seed=872)),
+        Case("X (2, 2, 3, 4) in float64, m = 6",
+             _xw((2, 2, 3, 4), 6, seed=878, dtype=F64)),
+        Case("a single feature (m = 1)", _xw((3, 4), 1, seed=879)),
     ],
     misconceptions=(
         _wrong("FAVOR+ without the -|x|^2/2 term",
@@ -451,7 +469,8 @@ LOCAL_ATTENTION_MASK = Exercise(
     name="local_attention_mask",
     reference=ref.local_attention_mask,
     visible=lambda: [Case("n = 5, window = 1", (5, 1)),
-                     Case("n = 4, window = 0", (4, 0))],
+                     Case("n = 4, window = 0", (4, 0)),
+                     Case("one token: n = 1, window = 2", (1, 2))],
     misconceptions=(
         Misconception("the window is off by one (|i - j| < window)",
                       "query i sees keys i - window to i + window, both "

@@ -14,6 +14,7 @@ from course_lib import seq2seq as ref
 from course_lib.attention import causal_mask
 from course_lib.grading.common import (
     F32,
+    F64,
     TORCH_ATTENTION,
     mixing_model,
     randn,
@@ -248,6 +249,8 @@ DECODER_LAYER = Exercise(
          F32, None),
         ("pre-LN, 4 target and 6 source tokens, source padding",
          _init(8, 2, 16, True), 3, 4, 6, F32, [6, 3, 5]),
+        ("post-LN in float64, 3 target and 4 source tokens, padding",
+         _init(8, 2, 16, False), 2, 3, 4, F64, [4, 2]),
     ], seed=920),
     misconceptions=(
         _wrong_decoder(
@@ -399,6 +402,7 @@ GREEDY_DECODE = Exercise(
          (1, 2, 0), 6),
         ("one row never ends: cut at max_len 5", 8, _STEPS, [3, 5, 4],
          (1, 2, 0), 5),
+        ("a single row, max_len 1", 8, _STEPS, [5], (1, 2, 0), 1),
     ], seed=940),
     misconceptions=(
         _wrong_decode(
@@ -483,6 +487,7 @@ INPUT_DEPENDENCE = Exercise(
     visible=lambda: dependence_cases([
         ("a causal model, 4 positions", "causal", 2, 4, 7),
         ("a model that reads the future, 5 positions", "future", 3, 5, 9),
+        ("a causal model, a batch of one, 3 positions", "causal", 1, 3, 6),
     ], seed=980),
     inputs_after=_tgt_unchanged,
     misconceptions=(

@@ -44,6 +44,8 @@ NEXT_TOKEN_LOSS = Exercise(
              logits_and_tokens((5,), 7, seed=1001)),
         Case("a batch of 3 sequences of 6 tokens, V = 11",
              logits_and_tokens((3, 6), 11, seed=1002)),
+        Case("a (2, 2) batch of 4 tokens in float64, V = 6",
+             logits_and_tokens((2, 2, 4), 6, seed=1003, dtype=F64)),
     ],
     misconceptions=(
         Misconception("the targets are not shifted (each row predicts its "
@@ -108,6 +110,8 @@ SAMPLE_TOP_K = Exercise(
              sampling_case(2, 6, 0.5, 3, 8, seed=1011)),
         Case("3 rows, V = 10, temperature 2, no top-k, 20 samples",
              sampling_case(3, 10, 2.0, None, 20, seed=1012)),
+        Case("one row in float64, V = 9, top_k = 1, 6 samples",
+             sampling_case(1, 9, 0.8, 1, 6, seed=1013, dtype=F64)),
     ],
     misconceptions=(
         Misconception("the logits are multiplied by the temperature",
@@ -189,6 +193,10 @@ KV_ATTENTION_STEP = Exercise(
              step_case((), 4, 1, 8, 2, seed=1021)),
         Case("a batch of 2, 3 new tokens after 5 cached",
              step_case((2,), 5, 3, 8, 2, seed=1031)),
+        Case("a (2, 2) batch in float64, 2 new after 3 cached, H = 2",
+             step_case((2, 2), 3, 2, 8, 2, seed=1036, dtype=F64)),
+        Case("a single head, one new token after 3 cached",
+             step_case((), 3, 1, 4, 1, seed=1039)),
     ],
     misconceptions=(
         Misconception("the new tokens do not attend to themselves",
@@ -275,6 +283,11 @@ INDUCTION_SCORES = Exercise(
              attention_case((), 2, 8, 3, seed=1041)),
         Case("a batch of 2 repeated sequences of 2 x 5, H = 3",
              attention_case((2,), 3, 10, 6, seed=1042, repeat=True)),
+        Case("a (2, 2) batch of repeated sequences in float64, H = 2",
+             attention_case((2, 2), 2, 8, 5, seed=1043, dtype=F64,
+                            repeat=True)),
+        Case("a single head, 9 tokens from 2 symbols",
+             attention_case((), 1, 9, 2, seed=1044)),
     ],
     misconceptions=(
         Misconception("the earlier occurrence itself instead of the token "

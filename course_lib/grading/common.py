@@ -190,3 +190,23 @@ def mixing_model(src, tgt, *, reads, table):
     # logits[b, n] = sum_m reads[n, m] table[tgt[b, m]] + table[src[b, 0]]
     return (torch.einsum("nm,bmv->bnv", mixing, table[tgt])
             + table[src[:, :1]])
+
+
+def without_mask(position):
+    """A family's ``member``: the cases that pass no mask, at argument
+    ``position`` (absent or ``None``)."""
+
+    def member(case):
+        return len(case.args) <= position or case.args[position] is None
+
+    return member
+
+
+def with_axes(n, position=0):
+    """A family's ``member``: the cases whose argument ``position`` has
+    ``n`` axes (a single sequence, say, against batches)."""
+
+    def member(case):
+        return case.args[position].ndim == n
+
+    return member

@@ -79,6 +79,8 @@ class Exercise:
     assemble: object = None  # (results of the calls) -> result
     flatten: object = None  # (result, what) -> the outputs' tuple
     inputs_after: object = None  # (case, outputs, args) -> message | None
+    # how the points split (families of cases); () is one family
+    families: tuple = ()
 
 
 # ---------------------------------------------------------------- arrays
@@ -194,19 +196,33 @@ def payload(exercise, case):
 
 def run(exercise, student, cases):
     """Check ``student`` on ``cases`` in this process; return a one-line
-    report or raise :class:`GradingError`."""
-    worst = 0.0
+    report or raise :class:`GradingError` (the first failure)."""
+    judged, worst = run_each(exercise, student, cases)
+    for _case, message in judged:
+        if message is not None:
+            raise GradingError(message)
+    return (
+        f"{exercise.name}: {len(cases)} cases passed "
+        f"(largest difference from the reference {worst:.1e})"
+    )
+
+
+def run_each(exercise, student, cases):
+    """Judge ``student`` on every case in this process: ``([(case,
+    message or None)], largest difference)``."""
+    judged, worst = [], 0.0
     for case in cases:
         # the same plain data a kernel and the grader would exchange
         data = wire.decode(wire.encode(payload(exercise, case)),
                            functions=True)
         outcome = harness.evaluate(student, data, module=exercise.module)
         outcome = wire.decode(wire.encode(outcome))
-        worst = max(worst, judge(exercise, case, outcome))
-    return (
-        f"{exercise.name}: {len(cases)} cases passed "
-        f"(largest difference from the reference {worst:.1e})"
-    )
+        try:
+            worst = max(worst, judge(exercise, case, outcome))
+            judged.append((case, None))
+        except GradingError as error:
+            judged.append((case, str(error)))
+    return judged, worst
 
 
 def judge(exercise, case, outcome):

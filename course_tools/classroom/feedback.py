@@ -13,7 +13,7 @@ import re
 STYLE = """body{font-family:sans-serif;max-width:52em;margin:2em auto;
 line-height:1.45}table{border-collapse:collapse;width:100%}
 td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;text-align:left}
-.ok{color:#17663a}.bad{color:#a31515}pre{white-space:pre-wrap;margin:0}"""
+.ok{color:#17663a}.bad{color:#a31515}.part{color:#8a5a00}pre{white-space:pre-wrap;margin:0}"""
 HIDDEN_CALL = re.compile(r"check\((['\"])(\w+)\1,\s*\w+,\s*hidden=True\)")
 
 
@@ -56,7 +56,11 @@ def rows(released, result, name):
             lines = ["no answer given" if unanswered == "No response."
                      else "graded by hand: see your grader's comments"]
         elif messages.get(grade_id):
-            lines = [_clean(m) for m in messages[grade_id]]
+            # the families of cases that earned points, then why others
+            # did not (partial credit), or the failure alone
+            lines = [_clean(p) for p in passed.get(grade_id, [])
+                     if not failed and score] + [
+                _clean(m) for m in messages[grade_id]]
         elif failed:
             lines = ["not graded: see the notes about your submission"]
         else:
@@ -64,6 +68,31 @@ def rows(released, result, name):
                 "passed"]
         table.append((grade_id, kind, score, points, lines))
     return table
+
+
+def family_points(result):
+    """For the instructor's summary: ``grade_id score/points: the points
+    of each family of cases`` for every test cell with partial credit."""
+    found = []
+    for name, notebook in (result.get("notebooks") or {}).items():
+        lines = {**result.get("passed", {}).get(name, {})}
+        for grade_id, extra in result.get("messages", {}).get(
+                name, {}).items():
+            lines[grade_id] = list(lines.get(grade_id, [])) + list(extra)
+        for grade_id, (score, most) in notebook.get("grades", {}).items():
+            if score is None or not 0 < score < most:
+                continue
+            families = [FAMILY.match(str(line)).group(1)
+                        for line in lines.get(grade_id, [])
+                        if FAMILY.match(str(line))]
+            found.append(f"{grade_id} {score:g}/{most:g}: "
+                         + "; ".join(families))
+    return found
+
+
+# a line of decide's per-family verdict: "✓ name, family: 2 of 2 points"
+FAMILY = re.compile("^[\u2713\u2717] \\w+, (.+? [0-9.]+ of [0-9.]+ "
+                    "points)")
 
 
 def render(*, assignment, student, notebooks, result):
@@ -90,9 +119,10 @@ def render(*, assignment, student, notebooks, result):
             # not graded yet (a written answer waiting for a grader), or
             # full marks
             good = score is None or score >= points
+            style = "ok" if good else "part" if score > 0 else "bad"
             text = "".join(f"<pre>{esc(line)}</pre>" for line in lines)
             parts.append(f"<tr><td>{esc(grade_id)}</td><td class="
-                         f"'{'ok' if good else 'bad'}'>{mark} / "
+                         f"'{style}'>{mark} / "
                          f"{points:g}</td><td>{text}</td></tr>")
         parts.append("</table>")
     return "\n".join(parts) + "\n"

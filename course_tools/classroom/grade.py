@@ -366,6 +366,8 @@ def _store(course, gradebook, templates, task, result):
                     for line in files.copy_tree(graded, target, **STORE)]
     # the grader's remarks for the instructor go to the summary only
     reasons += [str(n) for n in result.get("instructor") or []]
+    reasons += [f"partial credit: {line}"
+                for line in feedback.family_points(result)]
     page = feedback.render(assignment=assignment, student=student,
                            notebooks=templates[assignment].notebooks,
                            result=result)

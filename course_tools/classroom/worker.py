@@ -25,6 +25,7 @@ MAX_CELL_OUTPUT = 5 * 10**6  # characters a cell may print while it runs
 CUT = "[grader:"
 MAX_EXTRA_FILE = 5 * 2**20
 PASSED = "\u2713"
+FAILED = "\u2717"  # a family of cases that earned nothing
 CASES_DIR = "COURSE_CASES_DIR"  # as course_tools.verdicts.CASES_DIR
 # Narrative cells that no exercise depends on (long experiments, plots)
 # carry this tag; `make grade` skips them unless told --run-tagged.
@@ -327,7 +328,13 @@ def read_graded(path, timeout):
             grade_id = meta["grade_id"]
             messages[grade_id] = [
                 f"{o.get('ename', '')}: {o.get('evalue', '')}"[:4000]
-                for o in cell.outputs if o.get("output_type") == "error"]
+                for o in cell.outputs if o.get("output_type") == "error"
+            ] + [  # a family of cases that earned nothing (partial credit)
+                str(o.get("data", {}).get("text/plain", ""))[:4000]
+                for o in cell.outputs
+                if o.get("output_type") == "display_data"
+                and str(o.get("data", {}).get("text/plain", "")
+                        ).startswith(FAILED)]
             passed[grade_id] = [
                 o.get("data", {}).get("text/plain", "")
                 for o in cell.outputs
