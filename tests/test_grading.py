@@ -16,6 +16,7 @@ from course_lib.grading.engine import run
 from course_tools import hidden
 from course_tools.verdicts import rule_findings
 from tests.catalogue import CHAPTER_OF, CHEATS, CORRECT, WRONG
+from tests.localcheck import VISIBLE_GAPS, local_verdict
 
 EXERCISES = exercises()
 # The course_lib object each exercise asks the student to write again.
@@ -34,8 +35,17 @@ SETUP = ("import math\nimport torch\nimport torch.nn.functional as F\n"
 
 
 def load(exercise, source):
-    """Run a solution cell's source; return what it defines."""
+    """Run a solution cell's source (IPython syntax run as IPython runs
+    it); return what it defines."""
     namespace = {"torch": torch, "nn": nn, "math": math}
+    try:
+        compile(source, f"<{exercise}>", "exec")
+    except SyntaxError:
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.interactiveshell import InteractiveShell
+
+        source = TransformerManager().transform_cell(source)
+        namespace["get_ipython"] = InteractiveShell.instance
     exec(compile(source, f"<{exercise}>", "exec"), namespace)
     return namespace[exercise]
 
@@ -57,6 +67,17 @@ def grade(exercise, source):
     if message:
         raise GradingError(message)
     run_both(exercise, load(exercise, source))
+
+
+def graded_and_local(exercise, source):
+    """``(the grader's message, the local check's)``, ``None`` for a
+    pass; the local check is the student's own kernel, no grader."""
+    try:
+        grade(exercise, source)
+        graders = None
+    except GradingError as error:
+        graders = str(error)
+    return graders, local_verdict(exercise, source, SETUP)
 
 
 def run_both(exercise, obj):
@@ -87,7 +108,10 @@ def test_every_exercise_has_a_catalogue():
 
 @pytest.mark.parametrize("exercise, label, source", CORRECT_CASES)
 def test_correct_alternatives_pass(exercise, label, source):
-    grade(exercise, source)
+    """Full marks from the grader, and the tick in the student's kernel."""
+    graders, local = graded_and_local(exercise, source)
+    assert graders is None, graders
+    assert local is None, local
 
 
 @pytest.mark.parametrize("exercise", sorted(REFERENCES))
@@ -108,13 +132,38 @@ def test_copies_of_the_reference_pass(exercise):
     assert flags and "like course_lib's reference" in flags[0], flags
 
 
+def _gap(exercise, label, source):
+    gap = VISIBLE_GAPS.get((exercise, label))
+    marks = [pytest.mark.xfail(
+        strict=True, reason=f"no visible case of {gap}")] if gap else []
+    return pytest.param(exercise, label, source, marks=marks,
+                        id=f"{exercise}: {label}")
+
+
 @pytest.mark.parametrize("exercise, label, source", WRONG_CASES)
 def test_misconceptions_are_named(exercise, label, source):
-    with pytest.raises(GradingError) as failure:
-        grade(exercise, source)
-    message = str(failure.value)
-    assert label in message, message
-    assert exercise in message
+    """The grader names the misconception, and the local check says the
+    same before the student hands in (see tests/localcheck.py for the
+    misconceptions only a hidden case catches today)."""
+    graders, local = graded_and_local(exercise, source)
+    assert graders is not None, "the grader passed it"
+    assert label in graders and exercise in graders, graders
+    if (exercise, label) in VISIBLE_GAPS:
+        return  # tested below
+    assert local is not None, ("the local check ticks it; the grader "
+                               f"says: {graders}")
+    assert label in local, local
+
+
+@pytest.mark.parametrize(
+    "exercise, label, source",
+    [_gap(e, label, s) for e, label, s in WRONG_CASES
+     if (e, label) in VISIBLE_GAPS])
+def test_the_local_check_names_what_the_grader_does(exercise, label,
+                                                    source):
+    """The misconceptions that only a hidden case catches (strict xfail:
+    when a visible case lands, this passes and the entry goes)."""
+    assert label in (local_verdict(exercise, source, SETUP) or "")
 
 
 @pytest.mark.parametrize(
@@ -122,9 +171,11 @@ def test_misconceptions_are_named(exercise, label, source):
     ids=[c[0] for c in CHEAT_CASES],
 )
 def test_cheats_earn_nothing(label, exercise, source, expected):
-    with pytest.raises(GradingError) as failure:
-        grade(exercise, source)
-    assert expected in str(failure.value), str(failure.value)
+    """No points from the grader, and no tick in the student's kernel:
+    the local check reads the same cell and helpers as the grader."""
+    graders, local = graded_and_local(exercise, source)
+    assert graders is not None and expected in graders, graders
+    assert local is not None and expected in local, local
 
 
 @pytest.mark.parametrize("exercise", sorted(REFERENCES))

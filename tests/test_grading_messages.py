@@ -41,10 +41,18 @@ def cell(source, number, namespace=None):
     """Run ``source`` the way IPython runs a cell: compiled under a file
     name that only ``linecache`` knows. Return its namespace."""
     name = f"/tmp/ipykernel_0/cell{number}_{abs(hash(source))}.py"
-    linecache.cache[name] = (len(source), None, source.splitlines(True),
-                             name)
     if namespace is None:
         namespace = {"__name__": "__main__", "torch": torch, "nn": nn}
+    try:
+        compile(source, name, "exec")
+    except SyntaxError:  # IPython syntax, turned into Python as IPython does
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.interactiveshell import InteractiveShell
+
+        source = TransformerManager().transform_cell(source)
+        namespace["get_ipython"] = InteractiveShell.instance
+    linecache.cache[name] = (len(source), None, source.splitlines(True),
+                             name)
     exec(compile(source, name, "exec"), namespace)
     return namespace
 
@@ -270,6 +278,54 @@ def test_an_honest_notebook_class_keeps_its_tick(capsys):
     assert "setattr(self, name" in source_of(student)[0]
     check("SelfAttention", student)
     assert "\u2713 SelfAttention" in capsys.readouterr().out
+
+
+def test_the_local_check_reads_the_cell_and_its_helpers():
+    """As the grader does: a shortcut in a helper of the answer's cell,
+    or in a cell whose definition the answer uses, costs the exercise
+    (the local check once read only the function); a helper redefined
+    since counts only as its last definition, and a name an older cell
+    defined along with others does not pull that cell in."""
+    hidden = ("def _normalise(x, dim):\n    return torch.softmax(x, dim)\n"
+              "\n\ndef softmax(x, dim=-1):\n    return _normalise(x, dim)\n")
+    with pytest.raises(GradingError, match="calls PyTorch's softmax"):
+        check("softmax", cell(hidden, "helper-same")["softmax"])
+    namespace = cell("def _norm(x, dim):\n    return x.softmax(dim)\n",
+                     "helper-old")
+    with pytest.raises(GradingError, match="calls PyTorch's softmax"):
+        check("softmax", cell("def softmax(x, dim=-1):\n"
+                              "    return _norm(x, dim)\n",
+                              "helper-other", namespace)["softmax"])
+    cell("def _norm(x, dim):\n    e = torch.exp(x - x.amax(dim, True))\n"
+         "    return e / e.sum(dim, keepdim=True)\n", "helper-new",
+         namespace)
+    check("softmax", namespace["softmax"])  # the new _norm is honest
+    cell("def _init(self):\n"
+         "    self.f = nn.functional.multi_head_attention_forward\n"
+         "\n\ndef _other():\n    pass\n", "older-init")
+    honest = textwrap.dedent("""\
+        def _init(self, *, d_model, d_k, d_v=None, bias=True):
+            nn.Module.__init__(self)
+            self.W_q = nn.Linear(d_model, d_k, bias=bias)
+            self.W_k = nn.Linear(d_model, d_k, bias=bias)
+            self.W_v = nn.Linear(d_model, d_v or d_k, bias=bias)
+
+
+        def _forward(self, X, mask=None):
+            Q, K, V = self.W_q(X), self.W_k(X), self.W_v(X)
+            S = Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5
+            if mask is not None:
+                S = S.masked_fill(~mask, float("-inf"))
+            A = torch.softmax(S, dim=-1).nan_to_num(0.0)
+            return A @ V, A
+
+
+        SelfAttention = type("SelfAttention", (nn.Module,),
+                             {"__init__": _init, "forward": _forward})
+        """)
+    student = cell(honest, "type-built")["SelfAttention"]
+    assert source_of(student)[0] == honest
+    check("SelfAttention", student)
 
 
 def test_the_local_rules_agree_with_the_graders_on_the_catalogue():

@@ -67,6 +67,29 @@ def end_to_end_picks():
 
 
 STUDENT_OF = {"lose": "wrong", "nothing": "cheat"}
+# The most different right answer of a chapter (tests/catalogue/styles_*),
+# graded end to end at no extra cost: in the cheating student's notebook,
+# for exercises that have no cheat there (they must keep full marks).
+END_TO_END_STYLES = {
+    "attention_coefficients": "a helper, locals named inspect and os",
+    "simple_self_attention": "the pieces as helpers, a local named sys",
+    "length_for_self_weight":
+        "math.log of the odds, a local named operator",
+    "SelfAttention": "a class built with type(...)",
+    "causal_mask": "IPython magic in the cell, triu negated",
+    "decoding_mask": "a loop over the query rows, a local named inspect",
+    "split_heads": "einops-like reshape helper, a local named os",
+    "merge_heads": "einsum against an identity, IPython magic in the cell",
+    "teacher_forcing": "a helper per sentence, locals named sys and os",
+}
+
+
+def end_to_end_styles(chapter, cheated):
+    """``{exercise: (label, source)}`` of chapter's styles graded end to
+    end: those of exercises not in ``cheated``."""
+    return {e: (label, dict(CORRECT[e])[label])
+            for e, label in END_TO_END_STYLES.items()
+            if CHAPTER_OF[e] == chapter and e not in cheated}
 
 
 def family_points(exercise, source, points):
@@ -99,8 +122,12 @@ def build_submissions(chapter):
                   if verdict in picks[e]}
         if not chosen:
             continue
-        submissions[student] = with_answers(solution, {
-            e: PRELUDE + source for e, (_, source, _) in chosen.items()})
+        answers = {e: PRELUDE + source
+                   for e, (_, source, _) in chosen.items()}
+        if verdict == "nothing":
+            answers.update({e: PRELUDE + source for e, (_, source) in
+                            end_to_end_styles(chapter, chosen).items()})
+        submissions[student] = with_answers(solution, answers)
         expectations[student] = {
             e: (verdict, label, expected)
             for e, (label, _, expected) in chosen.items()}
@@ -235,6 +262,11 @@ def test_every_answer_has_a_path():
     end_to_end = {(v, e, pick[0]) for e, chosen in
                   end_to_end_picks().items() for v, pick in chosen.items()}
     end_to_end |= {("nothing", e, label) for label, e, _ in NOTEBOOK_CHEATS}
+    for chapter in CHAPTERS:
+        cheated = {e for e, chosen in end_to_end_picks().items()
+                   if "nothing" in chosen}
+        end_to_end |= {("keep", e, label) for e, (label, _) in
+                       end_to_end_styles(chapter, cheated).items()}
     catalogue = {("keep", e, label) for e, items in CORRECT.items()
                  for label, _ in items}
     catalogue |= {("lose", e, label) for e, items in WRONG.items()

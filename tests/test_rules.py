@@ -34,6 +34,14 @@ def findings(name, source):
     ("%time y = torch.softmax(x, -1)", "PyTorch", "softmax"),
     ("%%time\ny = torch.softmax(x, -1)", "PyTorch", "softmax"),
     ("!ls\ny = F.softmax(x, -1)", "PyTorch", "softmax"),
+    # a string that names the attribute to fetch (a name PyTorch shares
+    # is reported as PyTorch's)
+    ("y = torch.ops.aten.__getattr__('_softmax')(x, -1, False)",
+     "PyTorch", "_softmax"),
+    ("from operator import attrgetter\ny = attrgetter('softmax')(F)(x)",
+     "PyTorch", "softmax"),
+    ("y = vars(ref)['softmax'](x)", "PyTorch", "softmax"),
+    ("y = ref.__dict__['softmax'](x)", "PyTorch", "softmax"),
 ])
 def test_forbidden_uses_are_found(source, owner, name):
     found = findings("softmax", source)
@@ -56,9 +64,25 @@ def test_forbidden_uses_are_found(source, owner, name):
     "import inspect\nn = len(inspect.signature(f).parameters)",
     "check = torch.allclose(a, b)",
     "vars_ = vars(args)",
+    # a string is text unless it names an attribute to fetch
+    "print('softmax')",
+    "steps = {'softmax': 1}\nn = steps['softmax']",
+    "assert f.__name__ == 'softmax'",
+    "Layer = type('softmax', (torch.nn.Module,), {})",
 ])
 def test_honest_code_is_not_flagged(source):
     assert findings("softmax", source) == []
+
+
+def test_a_class_built_with_type_keeps_its_name():
+    """``SelfAttention = type("SelfAttention", ...)`` names the student's
+    own class: it once cost the exercise as a use of course_lib's."""
+    source = ("def _forward(self, X, mask=None):\n    return X, X\n"
+              "SelfAttention = type('SelfAttention', (nn.Module,),\n"
+              "                     {'forward': _forward})\n")
+    assert findings("SelfAttention", source) == []
+    assert findings("FeedForward", source.replace(
+        "SelfAttention", "FeedForward")) == []
 
 
 @pytest.mark.parametrize("source, name", [
@@ -100,6 +124,26 @@ def test_helpers_are_followed():
     helper = rules.parse("def helper(x):\n    return x.softmax(-1)")
     other = rules.parse("def unrelated():\n    pass")
     assert rules.reachable(answer, [(3, helper), (4, other)]) == {3}
+    # a helper bound to a lambda is followed too
+    shortcut = rules.parse("helper = lambda x: x.softmax(-1)")
+    assert rules.reachable(answer, [(5, shortcut)]) == {5}
+
+
+def test_only_what_a_cell_defines_at_its_top_level_is_a_helper():
+    """An answer that assigns ``forward`` or ``update`` as a local, or
+    calls ``self.update``, does not reach another cell because a method
+    there has that name (every cell with an ``__init__`` once was)."""
+    answer = rules.parse(
+        "class MultiHeadAttention(nn.Module):\n"
+        "    __init__ = R.__init__\n    forward = R.forward\n"
+        "def softmax(x, dim=-1):\n    update = x.exp()\n"
+        "    return update / update.sum(dim, keepdim=True)\n")
+    other = rules.parse(
+        "class FeedForward(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n    def forward(self, x):\n"
+        "        return F.softmax(x, -1)\n"
+        "def update(S, k):\n    return S + k\n")
+    assert rules.reachable(answer, [(7, other)]) == set()
 
 
 def test_message_names_the_use_and_the_cell():

@@ -146,38 +146,86 @@ def _shortcuts(spec, obj):
 
 def source_of(obj):
     """``(source, globals)`` of a function or class the student defined,
-    or ``(None, None)``. ``inspect.getsource`` cannot find a class
-    defined in a notebook (it looks for the class in its module's file):
-    the source is then the text of the cells that define the class (the
-    grader, too, reads the whole answer cell), found from its methods'
-    code (IPython keeps each cell in ``linecache``) or, for a class
+    or ``(None, None)``: what the grader reads of the answer.
+
+    In a notebook (IPython keeps each cell's text in ``linecache``) that
+    is the whole cell that defines the function, or the methods of the
+    class (a class built with ``type(...)`` included), or, for a class
     without methods of its own (or only methods taken from a library),
-    the last cell that defines a class of that name. A method defined
-    outside the class adds its own source."""
+    the last cell that defines a class of that name; and the cells whose
+    definitions it uses (helpers), each the last cell to define the
+    name. Elsewhere it is ``inspect.getsource`` of the object, or of its
+    methods (``inspect.getsource`` cannot find a class defined in a
+    notebook: it looks for the class in its module's file)."""
+    import inspect
+
+    if inspect.isclass(obj):
+        functions = [f for f in map(_function, vars(obj).values())
+                     if f is not None
+                     and not harness.in_library(f.__code__.co_filename)]
+    else:
+        functions = [f for f in [_function(obj)] if f is not None]
+    namespace = (functions[0].__globals__ if functions
+                 else getattr(obj, "__globals__", None))
+    cells = [filename for filename, _entry in linecache_cells()]
+    files = []
+    for function in functions:
+        filename = function.__code__.co_filename
+        if filename in cells and filename not in files:
+            files.append(filename)
+    if not functions and inspect.isclass(obj):
+        files = [f for f in [_last_defining_cell(obj.__name__)] if f]
+    if files:
+        files += _helper_cells(files, cells)
+        parts = [_cell_tree(f)[1] for f in files]
+        return "\n\n".join(p for p in parts if p) or None, namespace
+    return _file_source(obj, functions), namespace
+
+
+def _file_source(obj, functions):
+    """The source of ``obj`` defined in a file, or of its methods."""
     import inspect
     import textwrap
 
-    namespace = getattr(obj, "__globals__", None)
     try:
-        return textwrap.dedent(inspect.getsource(obj)), namespace
+        return textwrap.dedent(inspect.getsource(obj))
     except (OSError, TypeError, IndentationError, SyntaxError):
         if not inspect.isclass(obj):
-            return None, None
-    functions = [f for f in map(_function, vars(obj).values())
-                 if f is not None
-                 and not harness.in_library(f.__code__.co_filename)]
+            return None
     parts = []
     for function in functions:
-        code = function.__code__
-        part = _defining_cell(obj.__name__, code.co_filename,
-                              code.co_firstlineno) or _function_source(code)
+        part = _function_source(function.__code__)
         if part and part not in parts:
             parts.append(part)
-    if not functions:
-        part = _last_defining_cell(obj.__name__)
-        parts += [part] if part else []
-    namespace = functions[0].__globals__ if functions else None
-    return ("\n\n".join(parts) or None), namespace
+    return "\n\n".join(parts) or None
+
+
+def _helper_cells(files, cells):
+    """The cells, besides ``files``, whose definitions those use, directly
+    or through one another (the grader follows helpers the same way);
+    only the last cell to define a name counts."""
+    import ast
+
+    from course_lib.grading import rules
+
+    trees = {}
+    for filename in cells:
+        tree, _text = _cell_tree(filename)
+        if tree is not None:
+            trees[filename] = tree
+    last = {}
+    for filename, tree in trees.items():
+        for name in rules.defined(tree):
+            last[name] = filename
+    answer = ast.Module(body=[node for f in files if f in trees
+                              for node in trees[f].body], type_ignores=[])
+    defines = {}  # a cell counts for the names it was last to define
+    for name, filename in last.items():
+        if filename not in files:
+            defines.setdefault(filename, set()).add(name)
+    helpers = [(f, t) for f, t in trees.items() if f in defines]
+    chosen = rules.reachable(answer, helpers, defines)
+    return [f for f in trees if f in chosen]
 
 
 def _function(value):
@@ -204,21 +252,6 @@ def _cell_tree(filename):
         return None, text
 
 
-def _defining_cell(name, filename, line):
-    """The text of ``filename`` (a cell) when a class ``name`` in it
-    holds ``line``, or None."""
-    import ast
-
-    tree, text = _cell_tree(filename)
-    if tree is None:
-        return None
-    if any(isinstance(node, ast.ClassDef) and node.name == name
-           and node.lineno <= line <= (node.end_lineno or node.lineno)
-           for node in ast.walk(tree)):
-        return text
-    return None
-
-
 def _function_source(code):
     import inspect
     import textwrap
@@ -230,28 +263,34 @@ def _function_source(code):
 
 
 def _last_defining_cell(name):
-    """The last cell ``linecache`` holds (IPython's cells, in the order
-    they ran) that defines a class ``name`` at its top level, or None."""
+    """The file name of the last cell ``linecache`` holds (IPython's
+    cells, in the order they ran) that defines a class ``name`` at its
+    top level, or None."""
     import ast
 
     found = None
     for filename, _entry in linecache_cells():
-        tree, text = _cell_tree(filename)
+        tree, _text = _cell_tree(filename)
         if tree is not None and any(
                 isinstance(node, ast.ClassDef) and node.name == name
                 for node in tree.body):
-            found = text
+            found = filename
     return found
 
 
 def linecache_cells():
     """``(filename, entry)`` of the cells ``linecache`` holds: entries
-    with no modification time, as IPython registers a cell's text."""
+    with no modification time, as IPython registers a cell's text, under
+    the names IPython gives cells (``<ipython-input-...>``, or a file in
+    ipykernel's folder); libraries that register generated code (attrs,
+    for one) use other names."""
     import linecache
 
     return [(filename, entry) for filename, entry in
             list(linecache.cache.items())
-            if len(entry) == 4 and entry[1] is None]
+            if len(entry) == 4 and entry[1] is None
+            and ("ipykernel_" in filename
+                 or filename.startswith("<ipython-input-"))]
 
 
 def forbidden(spec):

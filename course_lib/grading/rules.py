@@ -159,6 +159,7 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                 and node.func.id in ("isinstance", "issubclass")
                 and len(node.args) == 2):
             checked |= {id(n) for n in ast.walk(node.args[1])}
+    looked_up = _attribute_strings(tree)
     for node in ast.walk(tree):
         if id(node) in checked:
             continue
@@ -198,7 +199,7 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
                     add(node, parts[-1], "course_lib")
                 elif parts[-1] in torch_names and parts[0] == "torch":
                     add(node, parts[-1], "PyTorch")
-        elif (isinstance(node, ast.Constant) and type(node.value) is str
+        elif (id(node) in looked_up
               and node.value in torch_names | course_names):
             owner = "course_lib" if node.value in course_names and \
                 node.value not in torch_names else "PyTorch"
@@ -206,25 +207,101 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None):
     return found
 
 
-def _defined(tree):
-    return {node.name for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef,
-                                 ast.AsyncFunctionDef))}
+# Calls whose string argument names an attribute to fetch.
+_LOOKUPS = frozenset({"getattr", "__getattr__", "__getattribute__",
+                      "attrgetter", "methodcaller"})
 
 
-def _names(tree):
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+def _attribute_strings(tree):
+    """The ids of the string constants in ``tree`` that name an attribute
+    to fetch: ``getattr(obj, "name")``, ``obj.__getattr__("name")``,
+    ``attrgetter("name")``, ``obj.__dict__["name"]``, ``vars(obj)[
+    "name"]``. Any other string (a class's name given to ``type``, a
+    label, a dictionary key) is text, never a use."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = (node.func.id if isinstance(node.func, ast.Name)
+                    else getattr(node.func, "attr", None))
+            if name in _LOOKUPS:
+                args = node.args[1:2] if name == "getattr" else node.args
+                found |= {id(a) for a in args
+                          if isinstance(a, ast.Constant)
+                          and type(a.value) is str}
+        elif isinstance(node, ast.Subscript) and (
+                isinstance(node.value, ast.Attribute)
+                and node.value.attr == "__dict__"
+                or isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id in ("vars", "globals")):
+            if isinstance(node.slice, ast.Constant) and type(
+                    node.slice.value) is str:
+                found.add(id(node.slice))
+    return found
 
 
-def reachable(answer, helpers):
+def defined(tree):
+    """The names ``tree`` defines at its top level: functions, classes
+    and lambdas (a method or a local is no helper another cell calls)."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef,
+                             ast.AsyncFunctionDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value,
+                                                         ast.Lambda):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return found
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _names(tree, local=frozenset()):
+    """The names ``tree`` reads from outside: not those it assigns, nor a
+    function's parameters and locals inside that function."""
+    found = set()
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, _SCOPES):
+            args = node.args
+            inner = {a.arg for a in args.posonlyargs + args.args
+                     + args.kwonlyargs + [args.vararg, args.kwarg] if a}
+            body = node.body if isinstance(node.body, list) else [
+                node.body]
+            inner |= {n.id for part in body for n in ast.walk(part)
+                      if isinstance(n, ast.Name)
+                      and isinstance(n.ctx, ast.Store)}
+            for default in args.defaults + [
+                    d for d in args.kw_defaults if d is not None]:
+                found |= _names(ast.Expression(default), local)
+            for decorator in getattr(node, "decorator_list", []):
+                found |= _names(ast.Expression(decorator), local)
+            for part in body:
+                found |= _names(ast.Module(body=[part], type_ignores=[])
+                                if isinstance(part, ast.stmt)
+                                else ast.Expression(part), local | inner)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load) and node.id not in local:
+                found.add(node.id)
+        else:
+            found |= _names(node, local)
+    return found
+
+
+def reachable(answer, helpers, defines=None):
     """The indices of ``helpers`` (``[(index, tree)]``) whose definitions
-    the ``answer`` tree uses, directly or through one another."""
+    the ``answer`` tree uses, directly or through one another.
+    ``defines`` (``{index: names}``) says which names a helper's
+    definitions count for (default: every name it defines)."""
+    defines = defines or {}
     wanted, chosen = _names(answer), set()
     changed = True
     while changed:
         changed = False
         for index, tree in helpers:
-            if index not in chosen and _defined(tree) & wanted:
+            names = defines.get(index)
+            names = defined(tree) if names is None else names
+            if index not in chosen and names & wanted:
                 chosen.add(index)
                 wanted |= _names(tree)
                 changed = True

@@ -24,7 +24,10 @@ CHEATS, NOTEBOOK_CHEATS = [], []
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     _module = importlib.import_module(f"{__name__}.{_info.name}")
     CHAPTER_OF.update(_module.CHAPTER_OF)
-    CORRECT.update(_module.CORRECT)
-    WRONG.update(_module.WRONG)
+    # a module may add answers to another module's exercises
+    for _name, _items in _module.CORRECT.items():
+        CORRECT.setdefault(_name, []).extend(_items)
+    for _name, _items in _module.WRONG.items():
+        WRONG.setdefault(_name, []).extend(_items)
     CHEATS.extend(getattr(_module, "CHEATS", []))
     NOTEBOOK_CHEATS.extend(getattr(_module, "NOTEBOOK_CHEATS", []))
