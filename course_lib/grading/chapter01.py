@@ -24,6 +24,9 @@ def _softmax_cases_visible():
         Case("3 rows of 5 logits", (randn(3, 5, seed=11),)),
         Case("large logits [1000, -1000, 999]",
              (torch.tensor([1000.0, -1000.0, 999.0]),)),
+        Case("2 rows whose maxima are 2000 apart",
+             (torch.tensor([[1000.0, 999.0, 998.0],
+                            [-1000.0, -1001.0, -999.0]]),)),
         Case("a (2, 4, 3) batch in float64",
              (randn(2, 4, 3, seed=16, dtype=F64, scale=3),)),
         Case("a (3, 4, 2) input along dim=1", (randn(3, 4, 2, seed=17),),
@@ -166,6 +169,8 @@ def _simple_cases_visible():
              (randn(3, 4, 2, seed=38, dtype=F64),)),
         Case("a (2, 2, 5, 3) input, two batch axes",
              (randn(2, 2, 5, 3, seed=39),)),
+        Case("3 tokens with large norms (scores in the thousands)",
+             (randn(3, 2, seed=40, scale=30),)),
     ]
 
 
