@@ -103,10 +103,12 @@ def cells_alone(chapter):
         manager.shutdown_kernel(now=True)
 
 
-def new_course(chapter, folder):
-    """A course of ``chapter`` with no submission yet."""
+def new_course(chapter, folder, root=ROOT):
+    """A course of ``chapter`` with no submission yet, configured as the
+    checkout ``root`` configures its courses."""
     course = Path(tempfile.mkdtemp(prefix="course-", dir=folder))
     _prepare_course(chapter, {}, course)
+    shutil.copy(root / "nbgrader_config.py", course)
     return course
 
 
@@ -142,7 +144,7 @@ def make_grade(chapter, course, copies, jobs=1, root=ROOT):
 
 def baseline_costs(chapter, extra, folder, root):
     """Fixed and marginal CPU of ``make grade`` in another checkout."""
-    course = new_course(chapter, folder)
+    course = new_course(chapter, folder, root)
     make_grade(chapter, course, 1, root=root)
     one_cpu, one_wall, _ = make_grade(chapter, course, 1, root=root)
     many_cpu, _, _ = make_grade(chapter, course, extra, root=root)
@@ -274,6 +276,7 @@ def main():
                 chapter, args.extra, folder)
             print(chapter, json.dumps(figures["chapters"][chapter]),
                   flush=True)
+            args.out.write_text(json.dumps(figures, indent=1) + "\n")
         figures["projection"] = projection(figures["chapters"])
         if args.baseline:
             figures["baseline"] = {

@@ -18,6 +18,7 @@ scores the cell from those outputs, as usual.
 
 import ast
 import builtins
+import hashlib
 import inspect
 import os
 import re
@@ -128,9 +129,10 @@ def remove_cases(path):
 # ----------------------------------------------------------- the rules
 
 
-def student_cells(nb, released_sources):
+def student_cells(nb, released_sources, trees=None):
     """``{index: tree}`` of the code cells the student wrote: answers,
-    and cells added or edited (not in the released notebook)."""
+    and cells added or edited (not in the released notebook); ``trees``:
+    the cells' trees when already parsed."""
     found = {}
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -141,7 +143,8 @@ def student_cells(nb, released_sources):
             continue
         if not meta.get("solution") and cell.source in released_sources:
             continue
-        tree = rules.parse(cell.source)
+        tree = trees[index] if trees is not None else rules.parse(
+            cell.source)
         if tree is not None:
             found[index] = tree
     return found
@@ -181,7 +184,7 @@ def rule_findings(nb, names, released_sources):
     trees = {i: rules.parse(c.source) for i, c in enumerate(nb.cells)
              if c.cell_type == "code"}
     aliases = rules.aliases([t for t in trees.values() if t is not None])
-    mine = student_cells(nb, released_sources)
+    mine = student_cells(nb, released_sources, trees)
     answers = {c.metadata.get("nbgrader", {}).get("grade_id"): i
                for i, c in enumerate(nb.cells) if i in mine
                and c.metadata.get("nbgrader", {}).get("solution")}
@@ -432,13 +435,23 @@ def released_sources(resources, config):
         coursedir = CourseDirectory(config=config)
         folder = Path(coursedir.format_path(
             coursedir.release_directory, ".", meta.get("assignment", "")))
+        data = (folder / f"{meta.get('notebook')}.ipynb").read_bytes()
+    except (OSError, KeyError):
+        return set()
+    key = hashlib.sha256(data).hexdigest()
+    if key not in _RELEASED:  # the same for every submission of a batch
         import nbformat
 
-        released = nbformat.read(folder / f"{meta.get('notebook')}.ipynb",
-                                 as_version=4)
-    except (OSError, ValueError, KeyError):
-        return set()
-    return {c.source for c in released.cells if c.cell_type == "code"}
+        try:
+            released = nbformat.reads(data.decode(), as_version=4)
+        except (ValueError, UnicodeDecodeError):
+            return set()
+        _RELEASED[key] = frozenset(c.source for c in released.cells
+                                   if c.cell_type == "code")
+    return set(_RELEASED[key])
+
+
+_RELEASED = {}  # sha256 of a released notebook -> its code cells
 
 
 class ProvideCases(NbGraderPreprocessor):

@@ -325,9 +325,8 @@ def prepare(task, course_root):
         except Unreadable as error:
             reasons.append(f"{path.name}: {error}")
             continue
-        released = nbformat.read(
-            Path(task["template"]) / task["release_dir"]
-            / task["assignment"] / f"{name}.ipynb", as_version=4)
+        released = _released(Path(task["template"]) / task["release_dir"]
+                             / task["assignment"] / f"{name}.ipynb")
         exercises += [e for e in strip.exercises_of([released])
                       if e not in exercises]
         notebook, more = repair(notebook, released)
@@ -346,6 +345,19 @@ def prepare(task, course_root):
     _SANDBOX["results"] = (course_root / task["autograded_dir"]
                            / task["student"] / task["assignment"])
     return reasons, written
+
+
+def _released(path):
+    """The released notebook at ``path`` (in a template this process
+    unpacked once), read once: ``repair`` only copies from it."""
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _RELEASED:
+        _RELEASED[key] = nbformat.read(path, as_version=4)
+    return _RELEASED[key]
+
+
+_RELEASED = {}
 
 
 def _events(cell, timeout):
