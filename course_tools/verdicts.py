@@ -17,6 +17,7 @@ scores the cell from those outputs, as usual.
 """
 
 import ast
+import atexit
 import builtins
 import hashlib
 import inspect
@@ -459,6 +460,9 @@ class ProvideCases(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         path, table = write_cases(nb)
+        # DecideVerdicts removes it; when the kernel dies first, nbgrader
+        # never gets there, so this process removes it as it ends
+        atexit.register(remove_cases, path)
         os.environ[harness.CASES_VARIABLE] = path
         resources["course_cases"] = (path, table)
         return nb, resources

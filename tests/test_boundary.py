@@ -6,6 +6,8 @@ back, the canary's and the source hash's refusals, a failed setup cell.
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -65,6 +67,29 @@ def test_the_cases_file_is_the_graders_alone(tmp_path, monkeypatch):
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
     assert set(table) == {("softmax", False), ("softmax", True)}
     verdicts.remove_cases(path)
+    assert not os.path.exists(os.path.dirname(path))
+
+
+def test_no_cases_file_outlives_a_grader_whose_kernel_died(tmp_path):
+    """nbgrader run by hand (not ``make grade``): when the kernel dies,
+    ``DecideVerdicts`` never runs; the process removes its cases file as
+    it ends."""
+    script = (
+        "import nbformat, os\n"
+        "from course_tools import verdicts\n"
+        "os.environ.pop(verdicts.CASES_DIR, None)\n"
+        "cell = nbformat.v4.new_code_cell('check(\"softmax\", softmax)',"
+        " metadata={'nbgrader': {'grade': True}})\n"
+        "nb = nbformat.v4.new_notebook(cells=[cell])\n"
+        "_, resources = verdicts.ProvideCases().preprocess(nb, {})\n"
+        "path = resources['course_cases'][0]\n"
+        "assert os.path.isfile(path)\n"
+        "print(path)\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    path = result.stdout.strip().splitlines()[-1]
+    assert not os.path.exists(path)
     assert not os.path.exists(os.path.dirname(path))
 
 
