@@ -435,6 +435,30 @@ def test_the_cases_file_reaches_the_kernel(tmp_path, monkeypatch):
     assert result.stdout == '{"hidden": [1, 2, 3]}', result
 
 
+@pytest.mark.e2e
+def test_a_launcher_whose_zygote_is_gone_starts_the_kernel_anew(
+        tmp_path):
+    """No zygote at the socket (it died): the launcher isolates a new
+    process itself, as before zygotes, with the same cases file."""
+    cases = tmp_path / "cases.json"
+    cases.write_text('{"hidden": [4]}')
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, COURSE_GRADING_CASES=str(cases))
+    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
+            f"--read-only={sys.prefix}", f"--read-only={sys.base_prefix}",
+            f"--zygote={tmp_path / 'gone.sock'}", "--", "/bin/sh", "-c",
+            'cat "$COURSE_GRADING_CASES"; id -u']
+    probe = _launch(work, ["true"])  # skips where nothing is isolated
+    assert probe.returncode == 0, probe
+    result = subprocess.run(argv, cwd=work, capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert "the zygote is unreachable" in result.stderr, result
+    found, uid = result.stdout.rsplit("}", 1)
+    assert found + "}" == '{"hidden": [4]}', result
+    assert int(uid) >= box.UID_BASE, result
+
+
 # A key stored in the kernel's user keyring, then looked for by a later
 # kernel of the same uid: the keyrings outlive processes.
 KEYS = """import ctypes, os, sys

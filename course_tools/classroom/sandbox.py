@@ -349,9 +349,10 @@ def _parent(child):
     return code if code >= 0 else 128 - code
 
 
-def isolate(args, command):
-    """Namespaces, limits and a new root; return an exit status."""
-    plan = _plan(args, command)
+def isolate(args, command, plan=None):
+    """Namespaces, limits and a new root; return an exit status.
+    ``plan``: what ``_plan`` read already, when it did."""
+    plan = plan or _plan(args, command)
     cgroup.join(args.cgroup)
     box.check(box.LIBC.unshare(NAMESPACES), "unshare")
     kernel = os.fork()
@@ -411,10 +412,14 @@ def main(argv=None):
             from course_tools.classroom import zygote
 
             plan = _plan(args, command)
-            return zygote.request(args.zygote, list(sys.argv[1:]
-                                                    if argv is None
-                                                    else argv), plan,
-                                  usage_file=args.usage_file)
+            try:
+                return zygote.request(args.zygote, list(
+                    sys.argv[1:] if argv is None else argv), plan,
+                    usage_file=args.usage_file)
+            except zygote.Unreachable as error:  # slower, as safe
+                print(f"the zygote is unreachable ({error}): the kernel "
+                      "starts anew", file=sys.stderr, flush=True)
+                return isolate(args, command, plan)
         return isolate(args, command)
     except (Refused, OSError) as error:
         print(f"not isolated: {error}", flush=True)

@@ -380,6 +380,10 @@ def sandbox_refused(message):
 # ----------------------------------------------------- the launcher's side
 
 
+class Unreachable(Exception):
+    """The zygote took no request (it is gone): nothing was started."""
+
+
 def encode_plan(plan):
     """``sandbox._plan``'s dictionary as JSON data."""
     keep = {name: [path, base64.b64encode(data).decode()]
@@ -401,9 +405,13 @@ def request(path, argv, plan, *, usage_file=None):
     payload = json.dumps({"argv": argv,
                           "plan": encode_plan(plan)}).encode()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(path)
-    socket.send_fds(conn, [HEADER.pack(len(payload))], [0, 1, 2])
-    conn.sendall(payload)
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [HEADER.pack(len(payload))], [0, 1, 2])
+        conn.sendall(payload)
+    except OSError as error:  # nothing has started: start it anew
+        conn.close()
+        raise Unreachable(str(error)) from None
 
     def relay(number, _frame):
         try:
