@@ -9,6 +9,7 @@ order they arrive, and remembers what it graded (``grading_state.json``)
 so that a re-run grades only what is new, changed or not graded yet.
 """
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -31,6 +32,7 @@ from course_tools.classroom import course as C
 from course_tools.classroom.collect import DEFAULT_REGEX
 
 LOCK = ".grading.lock"
+SAVE_EVERY_S = 5  # seconds between two saves of the grading state
 NOT_ISOLATED = ("--no-isolation: they run as the grader's user and can "
                 "read and change what it can, see its processes and use "
                 "the network")
@@ -235,7 +237,8 @@ def _grade(starting, course, options, state, tasks, templates, settings):
               for name, t in templates.items()}
     canary(course, client, templates, packed, settings, options)
     bar = _progress(len(tasks), options.progress)
-    with Gradebook(course.db_url) as gradebook:
+    saved = time.monotonic()
+    with Gradebook(course.db_url) as gradebook, _saving(course, state):
         for task, result in cluster.run(
                 client, tasks, templates=packed, settings=settings,
                 limit_s=options.submission_timeout):
@@ -256,12 +259,25 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                 "hash": task["hash"], "source": task["source_hash"],
                 "score": outcome.score, "max_score": outcome.max_score,
                 "status": outcome.status, "reasons": outcome.reasons}
-            C.save_state(course, state)
+            # the whole state is rewritten: every few seconds, not after
+            # each of a large class's results
+            if time.monotonic() - saved >= SAVE_EVERY_S:
+                C.save_state(course, state)
+                saved = time.monotonic()
             bar.update(1)
         bar.close()
         record.export_csv(gradebook, course.root / "grades.csv")
-    C.save_state(course, state)
     return outcomes
+
+
+@contextlib.contextmanager
+def _saving(course, state):
+    """Save the grading state at the end, however the batch ends (an
+    interrupted run keeps what it stored)."""
+    try:
+        yield
+    finally:
+        C.save_state(course, state)
 
 
 CANARY = "canary-the-assignments-solution"
