@@ -44,7 +44,7 @@ import struct
 import sys
 import types
 
-from course_tools.classroom import box
+from course_tools.classroom import box, cgroup, sandbox
 
 # What a kernel imports on its own (ipykernel, its debugger) and what the
 # chapters import (chapter 1's convex hulls, chapter 5's FLOP counter),
@@ -66,8 +66,6 @@ def prepare_environment():
     """The environment the libraries are imported under: one thread per
     kernel (read when torch loads its thread pool) and the inline
     plotting backend ipykernel would choose."""
-    from course_tools.classroom import sandbox
-
     for name in sandbox.THREAD_VARIABLES:
         os.environ[name] = "1"
     os.environ.setdefault("MPLBACKEND", INLINE)
@@ -197,8 +195,6 @@ def _receive(conn):
 def _keeper(conn, request, fds):
     """Create the kernel's namespaces, fork the kernel, relay signals,
     report its end."""
-    from course_tools.classroom import cgroup, sandbox
-
     os.setsid()
     box.LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the zygote's
@@ -333,7 +329,7 @@ def _kernel(conn, command, env):
     """Become the kernel: ``command`` is ``[python, -m,
     ipykernel_launcher, -f, FILE]``."""
     if command[1:3] != ["-m", "ipykernel_launcher"]:
-        raise sandbox_refused(f"expected python -m ipykernel_launcher, "
+        raise sandbox.Refused(f"expected python -m ipykernel_launcher, "
                               f"got {command[:3]}")
     conn.close()
     # A change of uid makes a process undumpable (its /proc files the
@@ -369,12 +365,6 @@ def _kernel(conn, command, env):
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
-
-
-def sandbox_refused(message):
-    from course_tools.classroom import sandbox
-
-    return sandbox.Refused(message)
 
 
 # ----------------------------------------------------- the launcher's side
