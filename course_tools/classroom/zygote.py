@@ -55,7 +55,13 @@ PRELOAD = ("numpy", "torch", "torch.nn.functional",
            "torch.utils.flop_counter", "scipy.spatial", "matplotlib",
            "matplotlib.pyplot", "matplotlib_inline.backend_inline",
            "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
-           "ipykernel.zmqshell", "ipykernel.debugger")
+           "ipykernel.zmqshell", "ipykernel.debugger",
+           # what ipykernel imports as it starts (its shell's debugger,
+           # history, completion, extensions)
+           "IPython.core.completerlib", "IPython.core.debugger",
+           "IPython.core.oinspect", "IPython.extensions.storemagic",
+           "IPython.utils.wildcard", "faulthandler", "pdb", "sqlite3",
+           "tornado.platform.asyncio")
 INLINE = "module://matplotlib_inline.backend_inline"
 MAX_REQUEST = 2**28  # bytes of one request (a kernel's cases file)
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
