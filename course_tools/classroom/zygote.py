@@ -34,6 +34,7 @@ keepers with it, and each kernel with its keeper.
 """
 
 import base64
+import gc
 import json
 import os
 import random
@@ -112,6 +113,11 @@ def start(path, *, log_fd=2):
             if fd not in keep:
                 _close(fd)
         _scrub_image()
+        # What the template holds is kept for good: no collection in a
+        # kernel walks (and so copies) its hundreds of thousands of
+        # objects again.
+        gc.collect()
+        gc.freeze()
         _serve(listener)
     finally:
         os._exit(0)
