@@ -495,7 +495,7 @@ def test_no_keyring_carries_anything_to_the_next_kernel(tmp_path):
 # environment, files, shared memory) and reports what it found of the
 # other's, with its first random numbers.
 LEAVE_AND_LOOK = RIGHT + """
-import json as _json, os as _os, random as _random, sys as _sys
+import gc as _gc, json as _json, os as _os, random as _random, sys as _sys
 import numpy as _numpy
 found = [what for what, there in (
     ("a torch attribute", hasattr(torch, "course_left")),
@@ -515,7 +515,8 @@ with open("report.json", "w") as _handle:
     _json.dump({"found": found, "zygote": _sys.flags.isolated == 1,
                 "cmdline": open("/proc/self/cmdline").read(),
                 "environ": open("/proc/self/environ").read(),
-                "random": [_random.random(), _numpy.random.rand()]},
+                "random": [_random.random(), _numpy.random.rand()],
+                "frozen": _gc.get_freeze_count()},
                _handle)
 """
 
@@ -549,6 +550,9 @@ def test_a_kernel_forked_from_the_zygote_holds_nothing_of_the_last(
         assert report["cmdline"].split("\0")[1:3] == [
             "-m", "ipykernel_launcher"], report
         assert "COURSE_CASES_DIR" not in report["environ"], report
+        # the template's objects (PyTorch, IPython) are frozen: no
+        # collection in the kernel walks them
+        assert report["frozen"] > 100_000, report
     assert reports[0]["random"][0] != reports[1]["random"][0]
     assert reports[0]["random"][1] != reports[1]["random"][1]
 
