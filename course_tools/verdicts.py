@@ -19,6 +19,7 @@ scores the cell from those outputs, as usual.
 import ast
 import atexit
 import builtins
+import functools
 import hashlib
 import inspect
 import os
@@ -246,12 +247,18 @@ def rule_findings(nb, names, released_sources):
 
 def _copied(spec, source):
     for obj in spec.forbidden_reference[:1]:
-        try:
-            reference = textwrap.dedent(inspect.getsource(obj))
-        except (OSError, TypeError):
-            return 0.0
-        return rules.similarity(source, reference)
+        reference = _reference_source(obj)
+        return rules.similarity(source, reference) if reference else 0.0
     return 0.0
+
+
+@functools.cache
+def _reference_source(obj):
+    """The source of a ``course_lib`` object, read once per process."""
+    try:
+        return textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError):
+        return None
 
 
 # -------------------------------------------------------------- verdicts

@@ -48,14 +48,13 @@ def install_kernel(settings):
     other worker's kernel has; its kernels talk to it over ZMQ ``ipc``
     sockets in the box. nbgrader's ``set_permissions`` is made safe.
     """
-    from course_tools.classroom import box
+    from course_tools.classroom import box, launch
 
     scratch = Path(settings["scratch"])
     jupyter = scratch / "jupyter" / str(os.getpid())
     folder = jupyter / "kernels" / "python3"
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
-            f"--memory-mb={settings['memory_mb']}"]
+    argv = [f"--memory-mb={settings['memory_mb']}"]
     if settings.get("isolate", True):
         box.private_mounts()
         uid = box.UID_BASE + os.getpid()
@@ -72,6 +71,8 @@ def install_kernel(settings):
             argv += _start_zygote(scratch)
     else:
         argv.append("--no-isolation")
+    # the lean launcher (it hands over to the sandbox where it must)
+    argv = launch.command_line(Path(launch.__file__).parents[2]) + argv
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
     argv += [f"--read-only={p}" for p in settings.get("read_only", [])]
     _SANDBOX["spec"] = folder / "kernel.json"
