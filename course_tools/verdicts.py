@@ -19,6 +19,7 @@ scores the cell from those outputs, as usual.
 import ast
 import atexit
 import builtins
+import functools
 import hashlib
 import inspect
 import os
@@ -151,6 +152,21 @@ def student_cells(nb, released_sources, trees=None):
     return found
 
 
+def _parsed(source):
+    """``rules.parse(source)``, parsed once per grading process: most
+    cells of every submission are the released ones, unchanged. (The
+    rules only read a tree.)"""
+    if source not in _TREES:
+        if len(_TREES) > MAX_TREES:
+            _TREES.clear()
+        _TREES[source] = rules.parse(source)
+    return _TREES[source]
+
+
+_TREES = {}
+MAX_TREES = 20_000
+
+
 def _binds(tree, name):
     """Whether ``tree`` binds ``name`` at its top level (a def, a class,
     an assignment or an import as ``name``)."""
@@ -182,7 +198,7 @@ def rule_findings(nb, names, released_sources):
     every exercise. A construct that resolves names at run time costs
     nothing: it is flagged for the instructor (``rules.review``).
     """
-    trees = {i: rules.parse(c.source) for i, c in enumerate(nb.cells)
+    trees = {i: _parsed(c.source) for i, c in enumerate(nb.cells)
              if c.cell_type == "code"}
     aliases = rules.aliases([t for t in trees.values() if t is not None])
     mine = student_cells(nb, released_sources, trees)
@@ -231,12 +247,18 @@ def rule_findings(nb, names, released_sources):
 
 def _copied(spec, source):
     for obj in spec.forbidden_reference[:1]:
-        try:
-            reference = textwrap.dedent(inspect.getsource(obj))
-        except (OSError, TypeError):
-            return 0.0
-        return rules.similarity(source, reference)
+        reference = _reference_source(obj)
+        return rules.similarity(source, reference) if reference else 0.0
     return 0.0
+
+
+@functools.cache
+def _reference_source(obj):
+    """The source of a ``course_lib`` object, read once per process."""
+    try:
+        return textwrap.dedent(inspect.getsource(obj))
+    except (OSError, TypeError):
+        return None
 
 
 # -------------------------------------------------------------- verdicts

@@ -244,6 +244,32 @@ def test_same_verdict_every_time():
     assert len(messages) == 1
 
 
+def test_each_reference_module_is_a_copy_of_its_own():
+    """The grader builds a case's reference module once and hands out
+    copies: what one use changes is not in the next, and other sizes or
+    dtypes get other modules."""
+    from course_lib.grading.engine import reference_module
+
+    layer = EXERCISES["TransformerLayer"]
+    case = layer.visible()[-1]
+    first = reference_module(layer, case)
+    want = {n: p.clone() for n, p in first.named_parameters()}
+    with torch.no_grad():
+        for p in first.parameters():
+            p.add_(1.0)
+    first.course_left = True
+    second = reference_module(layer, case)
+    assert second is not first and not hasattr(second, "course_left")
+    for name, p in second.named_parameters():
+        assert torch.equal(p, want[name]), name
+    wider = reference_module(layer, type(case)(
+        case.label, tuple(a.double() for a in case.args),
+        init=dict(case.init, d_ff=case.init["d_ff"] * 2)))
+    linear1 = wider.feed_forward.linear1
+    assert linear1.weight.shape[0] == 2 * case.init["d_ff"]
+    assert linear1.weight.dtype == torch.float64
+
+
 def test_unknown_exercise():
     with pytest.raises(ValueError, match="unknown exercise"):
         check("nope", print)

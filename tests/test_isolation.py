@@ -436,27 +436,59 @@ def test_the_cases_file_reaches_the_kernel(tmp_path, monkeypatch):
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("lean", [False, True], ids=["sandbox", "launch"])
 def test_a_launcher_whose_zygote_is_gone_starts_the_kernel_anew(
-        tmp_path):
-    """No zygote at the socket (it died): the launcher isolates a new
-    process itself, as before zygotes, with the same cases file."""
+        tmp_path, lean):
+    """No zygote at the socket (it died): the launcher (the sandbox's, or
+    the lean one the kernelspecs name) isolates a new process itself, as
+    before zygotes, with the same cases file."""
+    from course_tools.classroom import launch
+
     cases = tmp_path / "cases.json"
     cases.write_text('{"hidden": [4]}')
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, COURSE_GRADING_CASES=str(cases))
-    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
-            f"--read-only={sys.prefix}", f"--read-only={sys.base_prefix}",
-            f"--zygote={tmp_path / 'gone.sock'}", "--", "/bin/sh", "-c",
-            'cat "$COURSE_GRADING_CASES"; id -u']
+    uid = box.UID_BASE + os.getpid()
+    options = [f"--read-only={sys.prefix}", f"--read-only={sys.base_prefix}",
+               f"--zygote={tmp_path / 'gone.sock'}", "--", "/bin/sh", "-c",
+               'cat "$COURSE_GRADING_CASES"; id -u']
+    argv = launch.command_line(ROOT) if lean else [
+        sys.executable, "-I", "-m", "course_tools.classroom.sandbox"]
+    argv.append(f"--uid={uid}")
     probe = _launch(work, ["true"])  # skips where nothing is isolated
     assert probe.returncode == 0, probe
-    result = subprocess.run(argv, cwd=work, capture_output=True, text=True,
-                            timeout=60, env=env)
+    result = subprocess.run(argv + options, cwd=work, capture_output=True,
+                            text=True, timeout=60, env=env)
     assert "the zygote is unreachable" in result.stderr, result
-    found, uid = result.stdout.rsplit("}", 1)
+    found, seen = result.stdout.rsplit("}", 1)
     assert found + "}" == '{"hidden": [4]}', result
-    assert int(uid) >= box.UID_BASE, result
+    assert int(seen) == uid, result
+    assert not cases.exists()  # read once, as the sandbox reads it
+
+
+def test_the_lean_launcher_leaves_anything_else_to_the_sandbox(
+        monkeypatch):
+    """Only ``--name=value`` options it knows, with a zygote and a uid of
+    the box's, take the lean path; a flag (``--probe``,
+    ``--no-isolation``), an unknown option, no uid or uid 0 go to the
+    sandbox's ``main`` unchanged."""
+    from course_tools.classroom import launch, sandbox
+
+    handed = []
+    monkeypatch.setattr(sandbox, "main", lambda argv: handed.append(argv)
+                        or 7)
+    for options in (["--probe"], ["--no-isolation"], ["--zygote=z"],
+                    ["--zygote=z", "--uid=0"], ["--zygote=z", "--uid=x"],
+                    ["--zygote=z", "--uid=5", "--other=1"],
+                    ["--zygote", "z", "--uid=5"]):
+        argv = [*options, "--", "true"]
+        assert launch.main(argv) == 7
+        assert handed[-1] == argv
+    assert launch._options(["--zygote=z", "--uid=5", "--cgroup=a",
+                            "--cgroup=b", "--", "x", "--y=1"]) == (
+        {"zygote": ["z"], "uid": ["5"], "cgroup": ["a", "b"]},
+        ["x", "--y=1"])
 
 
 # A key stored in the kernel's user keyring, then looked for by a later
@@ -495,7 +527,7 @@ def test_no_keyring_carries_anything_to_the_next_kernel(tmp_path):
 # environment, files, shared memory) and reports what it found of the
 # other's, with its first random numbers.
 LEAVE_AND_LOOK = RIGHT + """
-import json as _json, os as _os, random as _random, sys as _sys
+import gc as _gc, json as _json, os as _os, random as _random, sys as _sys
 import numpy as _numpy
 found = [what for what, there in (
     ("a torch attribute", hasattr(torch, "course_left")),
@@ -515,7 +547,8 @@ with open("report.json", "w") as _handle:
     _json.dump({"found": found, "zygote": _sys.flags.isolated == 1,
                 "cmdline": open("/proc/self/cmdline").read(),
                 "environ": open("/proc/self/environ").read(),
-                "random": [_random.random(), _numpy.random.rand()]},
+                "random": [_random.random(), _numpy.random.rand()],
+                "frozen": _gc.get_freeze_count()},
                _handle)
 """
 
@@ -549,6 +582,9 @@ def test_a_kernel_forked_from_the_zygote_holds_nothing_of_the_last(
         assert report["cmdline"].split("\0")[1:3] == [
             "-m", "ipykernel_launcher"], report
         assert "COURSE_CASES_DIR" not in report["environ"], report
+        # the template's objects (PyTorch, IPython) are frozen: no
+        # collection in the kernel walks them
+        assert report["frozen"] > 100_000, report
     assert reports[0]["random"][0] != reports[1]["random"][0]
     assert reports[0]["random"][1] != reports[1]["random"][1]
 

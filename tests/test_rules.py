@@ -157,3 +157,52 @@ def test_similarity_ignores_names():
     b = "def g(y):\n    return y * 2 + 1\n"
     assert rules.similarity(a, b) == 1.0
     assert rules.similarity(a, "import os\nprint(os.sep)\n") < 0.5
+
+
+NESTED_IMPORTS = """
+import torch as T
+def f():
+    from torch.nn import functional as G
+    try:
+        import numpy
+    except ImportError:
+        from math import sqrt
+    class A:
+        def g(self):
+            with x:
+                from torch import softmax as s
+            for i in y:
+                while True:
+                    import torch.nn as w
+match v:
+    case 1:
+        import torch.nn.functional as m
+async def h():
+    async with a:
+        from torch import nn as q
+import os as T
+"""
+
+
+def test_imports_are_found_in_every_block_and_the_last_one_wins():
+    """``aliases`` walks statements only (an import is one): imports in
+    functions, classes, try/except, with, loops and match are found, and
+    a name imported twice keeps the binding ``ast.walk`` meets last."""
+    import ast
+
+    found = rules.aliases([rules.parse(NESTED_IMPORTS)])
+    assert {k: found[k] for k in ("G", "numpy", "sqrt", "s", "w", "m",
+                                  "q", "T")} == {
+        "G": "torch.nn.functional", "numpy": "numpy", "sqrt": "math.sqrt",
+        "s": "torch.softmax", "w": "torch.nn", "m": "torch.nn.functional",
+        "q": "torch.nn", "T": "os"}
+    walked = [node for node in ast.walk(ast.parse(NESTED_IMPORTS))
+              if isinstance(node, ast.stmt)]
+    statements = rules._statements(ast.parse(NESTED_IMPORTS))
+    assert [ast.dump(n) for n in statements] == [
+        ast.dump(n) for n in walked]
+    assert len(walked) == 19
+    used = rules.uses(rules.parse("y = s(x)\n"),
+                      torch_names=frozenset({"softmax"}),
+                      course_names=frozenset(), aliases=found)
+    assert [u.name for u in used] == ["softmax"]

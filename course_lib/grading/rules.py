@@ -25,6 +25,7 @@ Two more kinds of finding:
 """
 
 import ast
+import collections
 import difflib
 import io
 import keyword
@@ -70,7 +71,7 @@ def aliases(trees):
     found = {"torch": "torch", "F": "torch.nn.functional",
              "nn": "torch.nn"}
     for tree in trees:
-        for node in ast.walk(tree):
+        for node in _statements(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]
@@ -81,6 +82,23 @@ def aliases(trees):
                     found[alias.asname or alias.name] = \
                         f"{node.module}.{alias.name}"
     return found
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree):
+    """Every statement of ``tree``, nested blocks included, in the order
+    of ``ast.walk``: an import is a statement, so the expressions (most
+    of a tree) are not walked."""
+    todo = collections.deque([tree])
+    while todo:
+        node = todo.popleft()
+        if isinstance(node, ast.stmt):
+            yield node
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, _BLOCKS))
 
 
 def _root(node):

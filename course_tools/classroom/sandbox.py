@@ -36,11 +36,9 @@ import signal
 import socket
 import sys
 
-from course_tools.classroom import box, cgroup, files
+from course_tools.classroom import box, cgroup, files, launch
+from course_tools.classroom.launch import KEEP_VARIABLES, Refused
 
-KEEP_VARIABLES = ("COURSE_GRADING_CASES",)
-# The kernel deletes these once read; the grader's copy goes too.
-READ_ONCE = ("COURSE_GRADING_CASES",)
 ENV_PASSED = ("LANG", "LANGUAGE", "TZ", "MPLBACKEND")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
                     "OPENBLAS_NUM_THREADS")
@@ -62,10 +60,6 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 HOME, WORK = "/tmp/home", "/home/student"
 READ_ONLY = box.MS_BIND | box.MS_REMOUNT | box.MS_RDONLY | box.MS_NOSUID \
     | box.MS_NODEV
-
-
-class Refused(Exception):
-    """Isolation cannot be set up here."""
 
 
 def limit(*, memory_mb, file_mb=256, pids=0):
@@ -93,32 +87,8 @@ def _outermost(paths):
 
 def _plan(args, command):
     """Everything read from the grader's side before the namespaces."""
-    if os.geteuid() != 0:
-        raise Refused("the grader is not root, so kernels cannot run as "
-                      "users of their own")
-    plan = {"uid": args.uid or box.UID_BASE + os.getpid(), "keep": {},
-            "command": command, "connection": None}
-    for name in KEEP_VARIABLES:
-        path = os.environ.get(name)
-        if path and os.path.isfile(path):
-            with open(path, "rb") as handle:
-                plan["keep"][name] = (path, handle.read())
-            if name in READ_ONCE:
-                os.unlink(path)
-    if command and "-f" in command:
-        index = command.index("-f") + 1
-        with open(command[index]) as handle:
-            info = json.load(handle)
-        if info.get("transport") != "ipc":
-            raise Refused("expected the kernel's connection to use the "
-                          f"ipc transport, got {info.get('transport')}")
-        if args.box and os.path.dirname(info["ip"]) != os.path.join(
-                os.path.realpath(args.box), "ipc"):
-            raise Refused(f"expected the ipc sockets in {args.box}/ipc, "
-                          f"got {info['ip']}")
-        info["ip"] = "/ipc/" + os.path.basename(info["ip"])
-        plan["connection"] = (index, info)
-    return plan
+    return launch.plan(args.uid or box.UID_BASE + os.getpid(), args.box,
+                       command)
 
 
 def _hold(plan, args):
@@ -409,14 +379,12 @@ def main(argv=None):
         os.execv(shutil.which(command[0]) or command[0], command)
     try:
         if args.zygote and not args.probe:
-            from course_tools.classroom import zygote
-
             plan = _plan(args, command)
             try:
-                return zygote.request(args.zygote, list(
+                return launch.request(args.zygote, list(
                     sys.argv[1:] if argv is None else argv), plan,
                     usage_file=args.usage_file)
-            except zygote.Unreachable as error:  # slower, as safe
+            except launch.Unreachable as error:  # slower, as safe
                 print(f"the zygote is unreachable ({error}): the kernel "
                       "starts anew", file=sys.stderr, flush=True)
                 return isolate(args, command, plan)

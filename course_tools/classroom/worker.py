@@ -48,14 +48,13 @@ def install_kernel(settings):
     other worker's kernel has; its kernels talk to it over ZMQ ``ipc``
     sockets in the box. nbgrader's ``set_permissions`` is made safe.
     """
-    from course_tools.classroom import box
+    from course_tools.classroom import box, launch
 
     scratch = Path(settings["scratch"])
     jupyter = scratch / "jupyter" / str(os.getpid())
     folder = jupyter / "kernels" / "python3"
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
-            f"--memory-mb={settings['memory_mb']}"]
+    argv = [f"--memory-mb={settings['memory_mb']}"]
     if settings.get("isolate", True):
         box.private_mounts()
         uid = box.UID_BASE + os.getpid()
@@ -72,6 +71,8 @@ def install_kernel(settings):
             argv += _start_zygote(scratch)
     else:
         argv.append("--no-isolation")
+    # the lean launcher (it hands over to the sandbox where it must)
+    argv = launch.command_line(Path(launch.__file__).parents[2]) + argv
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
     argv += [f"--read-only={p}" for p in settings.get("read_only", [])]
     _SANDBOX["spec"] = folder / "kernel.json"
@@ -90,6 +91,8 @@ def install_kernel(settings):
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
     _safe_set_permissions()
     _validate_once()
+    _scratch_gradebooks()
+    _write_compact()
 
 
 def _start_zygote(scratch):
@@ -173,6 +176,77 @@ def _validate_once():
             self.compiled[key].validate(instance)
 
     common.jsonschema = CompiledOnce()
+
+
+def _scratch_gradebooks():
+    """nbgrader opens its gradebook about ten times per submission, each
+    time with a new SQLAlchemy engine, whose dialect compiles the same
+    statements anew (a compiled statement is cached per dialect), and
+    commits each change to the disk, waiting for it: together a third
+    of this process's work per submission. It gets one engine per
+    database path instead, kept for the batch (``Gradebook.close``
+    still closes its connections; ``grade`` uses one path), and as the
+    gradebooks here are scratch copies, a commit does not wait for the
+    disk. (The course's gradebook is written by the grader.)"""
+    import sqlalchemy
+    from nbgrader import api
+
+    engines = {}
+
+    def scratch(connection, record):
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA synchronous = OFF")
+        cursor.execute("PRAGMA journal_mode = MEMORY")
+        cursor.close()
+
+    def create_engine(url, **kwargs):
+        key = (str(url), tuple(sorted(kwargs.items())))
+        if key not in engines:
+            engines[key] = sqlalchemy.create_engine(url, **kwargs)
+            sqlalchemy.event.listen(engines[key], "connect", scratch)
+        return engines[key]
+
+    api.create_engine = create_engine
+
+
+def _write_compact():
+    """nbformat writes a notebook as indented JSON, which Python's JSON
+    encoder writes in Python, not C: a tenth of this process's work per
+    submission, for the four copies of the notebook grading writes. The
+    three that only nbgrader reads back are written compact (the same
+    notebook, with sources not split into lines); the graded notebook
+    that is kept is written as nbformat writes it (``write_kept``)."""
+    import nbformat.v4
+    from nbformat.v4.nbjson import BytesEncoder
+
+    def writes(nb, **kwargs):
+        return json.dumps(_without_transient(nb), cls=BytesEncoder,
+                          sort_keys=True, ensure_ascii=False)
+
+    nbformat.v4.writes_json = writes
+
+
+def write_kept(notebook, path):
+    """``notebook`` written to ``path`` as nbformat writes it."""
+    from nbformat.v4 import nbjson
+
+    Path(path).write_text(nbjson.writes(notebook) + "\n",
+                          encoding="utf-8")
+
+
+_TRANSIENT = ("orig_nbformat", "orig_nbformat_minor", "signature")
+
+
+def _without_transient(nb):
+    """``nb`` without what nbformat never writes (as ``strip_transient``
+    does, on a shallow copy)."""
+    metadata = {k: v for k, v in nb.get("metadata", {}).items()
+                if k not in _TRANSIENT}
+    cells = [cell if "trusted" not in cell.get("metadata", {}) else
+             dict(cell, metadata={k: v for k, v in cell["metadata"].items()
+                                  if k != "trusted"})
+             for cell in nb.get("cells", [])]
+    return dict(nb, metadata=metadata, cells=cells)
 
 
 def _not_again(*args, **kwargs):
@@ -507,7 +581,9 @@ def grade(task, settings):
     work = Path(task["work"])
     course_root = work / "course"
     shutil.copytree(task["template"], course_root)
-    db = work / "gradebook.db"
+    # the template's gradebook, at the same path for every submission
+    # (one SQLAlchemy engine, ``_scratch_gradebooks``)
+    db = work.parent / "gradebook.db"
     shutil.copy(task["template_db"], db)
     result = {k: task[k] for k in ("assignment", "student")}
     result.update(status="failed", notebooks={}, messages={}, passed={},
@@ -545,7 +621,7 @@ def grade(task, settings):
             result["instructor"] += instructor_notes(graded)
             messages, passed, events = read_graded(
                 graded, settings["timeout"])
-            nbformat.write(graded, path)
+            write_kept(graded, path)
             result["messages"][name] = messages
             result["passed"][name] = passed
             reasons += events

@@ -8,11 +8,11 @@ exercise cells of a chapter need a fraction of one. The grading process
 has read any submission, case or answer, and forks the zygote: a process
 that holds nothing but those libraries and forks one kernel per request.
 
-Each request comes from the kernel's launcher (``python -I -m
-course_tools.classroom.sandbox --zygote PATH ... -- python -m
-ipykernel_launcher -f FILE``, the command nbgrader starts), which reads
+Each request comes from the kernel's launcher (:mod:`.launch`, with
+``--zygote PATH ... -- python -m ipykernel_launcher -f FILE``, the
+command nbgrader starts), which reads
 what the kernel needs on the grader's side (its connection file, its
-cases file: :func:`course_tools.classroom.sandbox._plan`) and sends it
+cases file: :func:`course_tools.classroom.launch.plan`) and sends it
 over the zygote's Unix socket with its standard streams. For each
 request the zygote forks a *keeper*, which joins the kernel's control
 groups, creates the kernel's namespaces and forks the kernel: process 1
@@ -34,17 +34,18 @@ keepers with it, and each kernel with its keeper.
 """
 
 import base64
+import gc
 import json
 import os
 import random
 import select
 import signal
 import socket
-import struct
 import sys
 import types
 
 from course_tools.classroom import box, cgroup, sandbox
+from course_tools.classroom.launch import HEADER
 
 # What a kernel imports on its own (ipykernel, its debugger) and what the
 # chapters import (chapter 1's convex hulls, chapter 5's FLOP counter),
@@ -55,11 +56,16 @@ PRELOAD = ("numpy", "torch", "torch.nn.functional",
            "torch.utils.flop_counter", "scipy.spatial", "matplotlib",
            "matplotlib.pyplot", "matplotlib_inline.backend_inline",
            "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
-           "ipykernel.zmqshell", "ipykernel.debugger")
+           "ipykernel.zmqshell", "ipykernel.debugger",
+           # what ipykernel imports as it starts (its shell's debugger,
+           # history, completion, extensions)
+           "IPython.core.completerlib", "IPython.core.debugger",
+           "IPython.core.oinspect", "IPython.extensions.storemagic",
+           "IPython.utils.wildcard", "faulthandler", "pdb", "sqlite3",
+           "tornado.platform.asyncio")
 INLINE = "module://matplotlib_inline.backend_inline"
 MAX_REQUEST = 2**28  # bytes of one request (a kernel's cases file)
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
-HEADER = struct.Struct("!I")
 
 
 def prepare_environment():
@@ -106,6 +112,11 @@ def start(path, *, log_fd=2):
             if fd not in keep:
                 _close(fd)
         _scrub_image()
+        # What the template holds is kept for good: no collection in a
+        # kernel walks (and so copies) its hundreds of thousands of
+        # objects again.
+        gc.collect()
+        gc.freeze()
         _serve(listener)
     finally:
         os._exit(0)
@@ -367,61 +378,13 @@ def _kernel(conn, command, env):
     os._exit(code)
 
 
-# ----------------------------------------------------- the launcher's side
-
-
-class Unreachable(Exception):
-    """The zygote took no request (it is gone): nothing was started."""
-
-
-def encode_plan(plan):
-    """``sandbox._plan``'s dictionary as JSON data."""
-    keep = {name: [path, base64.b64encode(data).decode()]
-            for name, (path, data) in plan["keep"].items()}
-    return dict(plan, keep=keep)
+# ------------------------------------------------ the launcher's request
 
 
 def decode_plan(data):
+    """The plan a launcher sent (``launch.encode_plan``)."""
     keep = {name: (path, base64.b64decode(text))
             for name, (path, text) in data["keep"].items()}
     connection = data.get("connection")
     return dict(data, keep=keep,
                 connection=tuple(connection) if connection else None)
-
-
-def request(path, argv, plan, *, usage_file=None):
-    """Ask the zygote at ``path`` for a kernel; relay this launcher's
-    interrupts to it; return its exit status."""
-    payload = json.dumps({"argv": argv,
-                          "plan": encode_plan(plan)}).encode()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-        socket.send_fds(conn, [HEADER.pack(len(payload))], [0, 1, 2])
-        conn.sendall(payload)
-    except OSError as error:  # nothing has started: start it anew
-        conn.close()
-        raise Unreachable(str(error)) from None
-
-    def relay(number, _frame):
-        try:
-            conn.sendall(b"INT\n" if number == signal.SIGINT
-                         else b"KILL\n")
-        except OSError:
-            pass
-
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, relay)
-    answer = b""
-    while not answer.endswith(b"\n"):
-        chunk = conn.recv(256)
-        if not chunk:
-            print("not isolated: the zygote ended the kernel's "
-                  "connection", flush=True)
-            return 70
-        answer += chunk
-    _, code, cpu = answer.decode().split()
-    if usage_file:
-        with open(usage_file, "a") as handle:
-            handle.write(f"{cpu}\n")
-    return int(code)
