@@ -172,3 +172,22 @@ def test_strings_from_a_submission_are_printable():
     assert text.safe_data({"reasons": [name]})["reasons"][0] == \
         text.safe(name)
     json.dumps(text.safe_data({"k": [name]}), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("source, counted", [
+    ("Cost: $N_q < N_k$, so $a<b$ and x < 3.", False),
+    ("<img src=x onerror=\"alert(1)\">", True),
+    ("a <!-- comment --> b", True),
+    ("</div> closes", True),
+    ("[x](javascript:alert(1))", True),
+])
+def test_markup_in_a_written_answer_is_escaped_and_only_tags_count(
+        source, counted):
+    """Every ``<`` a student's markdown holds is escaped, but only a tag
+    or a script link is reported as active content removed: a ``<`` in
+    mathematics is no markup, and its note would be on every notebook."""
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(source)])
+    assert bool(text.clean_notebook(notebook)) is counted
+    cleaned = notebook.cells[0].source
+    assert "<" not in cleaned and cleaned.count("&lt;") == source.count("<")

@@ -19,6 +19,9 @@ SAFE_MIMES = ("text/plain", "image/png", "image/jpeg", "image/gif",
               "application/vnd.course-result")
 REMOVED = "[grader: an output of type {mimes} was removed: it could run " \
     "in the instructor's browser]"
+# how HTML opens a tag (a name, then a space, "/" or ">"), closes one, or
+# opens a comment or a declaration
+TAG = re.compile(r"<(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/>])|/[A-Za-z]|[!?])")
 SCHEMES = re.compile(r"(?i)(java|vb)script\s*:|data\s*:\s*text/html")
 
 
@@ -78,9 +81,11 @@ def clean_notebook(nb):
     removed = 0
     for cell in nb.cells:
         if cell.cell_type == "markdown" and _student_cell(cell):
-            cleaned = clean_markdown(cell.source)
-            removed += cleaned != cell.source
-            cell.source = cleaned
+            # every "<" is escaped; only a tag or a script link counts as
+            # removed ("$a < b$" in a written answer is no markup)
+            removed += bool(TAG.search(cell.source)
+                            or SCHEMES.search(cell.source))
+            cell.source = clean_markdown(cell.source)
             if cell.get("attachments"):
                 cell.attachments = {}
                 removed += 1
