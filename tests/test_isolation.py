@@ -467,6 +467,23 @@ def test_a_launcher_whose_zygote_is_gone_starts_the_kernel_anew(
     assert not cases.exists()  # read once, as the sandbox reads it
 
 
+def test_the_lean_launcher_imports_the_standard_library_first(tmp_path):
+    """A module named like one of the standard library's beside
+    ``course_tools`` (the launcher runs as root) is never imported."""
+    from course_tools.classroom import launch
+
+    (tmp_path / "course_tools").symlink_to(ROOT / "course_tools")
+    marker = tmp_path / "shadowed"
+    for name in ("json", "socket", "struct", "base64", "argparse"):
+        (tmp_path / f"{name}.py").write_text(
+            f"open({str(marker)!r}, 'a').write({name!r})\n")
+    result = subprocess.run(launch.command_line(tmp_path) + ["--probe"],
+                            cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert "isolated" in result.stdout, result
+    assert not marker.exists(), marker.read_text()
+
+
 def test_the_lean_launcher_leaves_anything_else_to_the_sandbox(
         monkeypatch):
     """Only ``--name=value`` options it knows, with a zygote and a uid of

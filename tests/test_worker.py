@@ -70,7 +70,9 @@ def test_scratch_gradebooks_keep_one_engine_per_path(tmp_path,
         assert second.engine is engine
         second.add_student("bob")
         assert {s.id for s in second.students} == {"ada", "bob"}
-    shutil.copy(tmp_path / "template.db", tmp_path / "gradebook.db")
+    # as grade() puts a new copy in place
+    shutil.copy(tmp_path / "template.db", tmp_path / "gradebook.new")
+    os.replace(tmp_path / "gradebook.new", tmp_path / "gradebook.db")
     with api.Gradebook(url) as third:
         assert {s.id for s in third.students} == {"ada"}
         with third.engine.connect() as connection:

@@ -9,7 +9,7 @@ which imports nothing but the standard library, do that in half the CPU
 of :mod:`.sandbox` (argparse, ctypes.util, the site packages' import
 hooks)::
 
-    python -I -S -c "import sys; sys.path[:0] = [ROOT]; from
+    python -I -S -c "import sys; sys.path.append(ROOT); from
         course_tools.classroom.launch import main; sys.exit(main())" \\
         --zygote=SOCKET --uid=UID --box=DIR [--usage-file=FILE] ... \\
         -- python -m ipykernel_launcher -f CONNECTION_FILE
@@ -48,7 +48,8 @@ class Unreachable(Exception):
 def command_line(root):
     """The launcher's command before its options: ``root`` holds the
     ``course_tools`` package."""
-    code = (f"import sys; sys.path[:0] = [{str(root)!r}]; from "
+    # appended: the standard library comes first, whatever lies in root
+    code = (f"import sys; sys.path.append({str(root)!r}); from "
             "course_tools.classroom.launch import main; sys.exit(main())")
     return [sys.executable, "-I", "-S", "-c", code]
 

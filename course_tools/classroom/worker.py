@@ -584,7 +584,10 @@ def grade(task, settings):
     # the template's gradebook, at the same path for every submission
     # (one SQLAlchemy engine, ``_scratch_gradebooks``)
     db = work.parent / "gradebook.db"
-    shutil.copy(task["template_db"], db)
+    # a new file, not the last one overwritten: a connection left open
+    # could only ever see the last submission's copy
+    shutil.copy(task["template_db"], db.with_suffix(".new"))
+    os.replace(db.with_suffix(".new"), db)
     result = {k: task[k] for k in ("assignment", "student")}
     result.update(status="failed", notebooks={}, messages={}, passed={},
                   instructor=[], timestamp=None, work=str(work))
