@@ -9,11 +9,14 @@ each assignment is graded from), ``collect`` (LMS downloads into
 ``submitted/``, each one its student's), ``archive`` (a student's zip
 unpacked under limits), ``repair`` (a submitted notebook put back
 into the assignment's shape, with the reasons), ``sandbox`` (launches the
-student's kernel as a user of its own in new namespaces), ``box`` (the
+student's kernel as a user of its own in new namespaces), ``zygote``
+(the warm template the kernels are forked from), ``launch`` (the lean
+launcher that asks the zygote for a kernel), ``box`` (the
 kernel's size-capped folder and uid, seen from the grader), ``cgroup``
 (memory and process limits for a whole submission), ``files`` (copies of
 what a student wrote: no link followed, bounded), ``worker`` (grades one
-submission in a scratch course with nbgrader's API), ``cluster`` (the
+submission in a scratch course with nbgrader's API; ``lean``: what it
+trims of nbgrader's work), ``cluster`` (the
 submissions scheduled on Dask, each worker thread with a grading process
 of its own), ``parcel`` (submissions, templates and graded folders as
 data), ``record`` (writes results into the real gradebook, one writer),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_tools.classroom import lean
 from course_tools.classroom.repair import Unreadable, read_submission, repair
 from course_tools.classroom.text import clean_notebook
 
@@ -90,9 +91,7 @@ def install_kernel(settings):
     os.environ["JUPYTER_PATH"] = str(jupyter)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
     _safe_set_permissions()
-    _validate_once()
-    _scratch_gradebooks()
-    _write_compact()
+    lean.install()
 
 
 def _start_zygote(scratch):
@@ -145,112 +144,6 @@ def grading_library(assignment, exercises):
         os.chmod(folder, 0o755)
         (folder / "done").touch()
     return f"{folder / 'course_lib'}:{cluster.installation() / 'course_lib'}"
-
-
-def _validate_once():
-    """nbformat validates a notebook against its JSON schema whenever it
-    is read or written, nbconvert after each of nbgrader's steps, and
-    nbgrader checks each cell's metadata with a schema it compiles anew
-    for every cell: a third of this process's work per submission. The
-    notebook checks only ever log (nbformat reads and writes an invalid
-    notebook all the same), so this process skips them; nbgrader's
-    metadata check, which refuses, runs with its schema compiled once."""
-    import jsonschema
-    import nbformat
-    from nbgrader.nbgraderformat import common
-
-    nbformat.validate = _not_again  # read, write and each nbconvert step
-
-    class CompiledOnce:
-        compiled = {}
-
-        def __getattr__(self, name):
-            return getattr(jsonschema, name)
-
-        def validate(self, instance, schema):
-            key = json.dumps(schema, sort_keys=True)
-            if key not in self.compiled:
-                kind = jsonschema.validators.validator_for(schema)
-                kind.check_schema(schema)
-                self.compiled[key] = kind(schema)
-            self.compiled[key].validate(instance)
-
-    common.jsonschema = CompiledOnce()
-
-
-def _scratch_gradebooks():
-    """nbgrader opens its gradebook about ten times per submission, each
-    time with a new SQLAlchemy engine, whose dialect compiles the same
-    statements anew (a compiled statement is cached per dialect), and
-    commits each change to the disk, waiting for it: together a third
-    of this process's work per submission. It gets one engine per
-    database path instead, kept for the batch (``Gradebook.close``
-    still closes its connections; ``grade`` uses one path), and as the
-    gradebooks here are scratch copies, a commit does not wait for the
-    disk. (The course's gradebook is written by the grader.)"""
-    import sqlalchemy
-    from nbgrader import api
-
-    engines = {}
-
-    def scratch(connection, record):
-        cursor = connection.cursor()
-        cursor.execute("PRAGMA synchronous = OFF")
-        cursor.execute("PRAGMA journal_mode = MEMORY")
-        cursor.close()
-
-    def create_engine(url, **kwargs):
-        key = (str(url), tuple(sorted(kwargs.items())))
-        if key not in engines:
-            engines[key] = sqlalchemy.create_engine(url, **kwargs)
-            sqlalchemy.event.listen(engines[key], "connect", scratch)
-        return engines[key]
-
-    api.create_engine = create_engine
-
-
-def _write_compact():
-    """nbformat writes a notebook as indented JSON, which Python's JSON
-    encoder writes in Python, not C: a tenth of this process's work per
-    submission, for the four copies of the notebook grading writes. The
-    three that only nbgrader reads back are written compact (the same
-    notebook, with sources not split into lines); the graded notebook
-    that is kept is written as nbformat writes it (``write_kept``)."""
-    import nbformat.v4
-    from nbformat.v4.nbjson import BytesEncoder
-
-    def writes(nb, **kwargs):
-        return json.dumps(_without_transient(nb), cls=BytesEncoder,
-                          sort_keys=True, ensure_ascii=False)
-
-    nbformat.v4.writes_json = writes
-
-
-def write_kept(notebook, path):
-    """``notebook`` written to ``path`` as nbformat writes it."""
-    from nbformat.v4 import nbjson
-
-    Path(path).write_text(nbjson.writes(notebook) + "\n",
-                          encoding="utf-8")
-
-
-_TRANSIENT = ("orig_nbformat", "orig_nbformat_minor", "signature")
-
-
-def _without_transient(nb):
-    """``nb`` without what nbformat never writes (as ``strip_transient``
-    does, on a shallow copy)."""
-    metadata = {k: v for k, v in nb.get("metadata", {}).items()
-                if k not in _TRANSIENT}
-    cells = [cell if "trusted" not in cell.get("metadata", {}) else
-             dict(cell, metadata={k: v for k, v in cell["metadata"].items()
-                                  if k != "trusted"})
-             for cell in nb.get("cells", [])]
-    return dict(nb, metadata=metadata, cells=cells)
-
-
-def _not_again(*args, **kwargs):
-    return None
 
 
 def _safe_set_permissions():
@@ -582,7 +475,7 @@ def grade(task, settings):
     course_root = work / "course"
     shutil.copytree(task["template"], course_root)
     # the template's gradebook, at the same path for every submission
-    # (one SQLAlchemy engine, ``_scratch_gradebooks``)
+    # (one SQLAlchemy engine, ``lean.scratch_gradebooks``)
     db = work.parent / "gradebook.db"
     # a new file, not the last one overwritten: a connection left open
     # could only ever see the last submission's copy
@@ -624,7 +517,7 @@ def grade(task, settings):
             result["instructor"] += instructor_notes(graded)
             messages, passed, events = read_graded(
                 graded, settings["timeout"])
-            write_kept(graded, path)
+            lean.write_kept(graded, path)
             result["messages"][name] = messages
             result["passed"][name] = passed
             reasons += events

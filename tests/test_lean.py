@@ -1,7 +1,8 @@
 """Tests of the grading process's own shortcuts
-(course_tools/classroom/worker.py): what it changes in nbformat and
-nbgrader to grade a submission with less CPU must not change what is
-written or recorded. (Grading itself: test_classroom, test_isolation.)"""
+(course_tools/classroom/lean.py): what it changes in nbformat, nbgrader
+and SQLAlchemy to grade a submission with less CPU must not change what
+is written or recorded. (Grading itself: test_classroom,
+test_isolation.)"""
 
 import os
 import shutil
@@ -12,7 +13,7 @@ import nbformat
 import nbformat.v4
 from nbgrader import api
 
-from course_tools.classroom import worker
+from course_tools.classroom import lean
 from tests.nbgrading import notebook_path
 
 
@@ -36,7 +37,7 @@ def test_intermediate_notebooks_are_compact_and_the_kept_one_is_not(
     nbformat.write(notebook, tmp_path / "nbformat.ipynb")
     expected = nbformat.read(tmp_path / "nbformat.ipynb", 4)
     monkeypatch.setattr(nbformat.v4, "writes_json", nbformat.v4.writes_json)
-    worker._write_compact()
+    lean.write_compact()
 
     nbformat.write(notebook, tmp_path / "compact.ipynb")
     compact = (tmp_path / "compact.ipynb").read_text()
@@ -45,7 +46,7 @@ def test_intermediate_notebooks_are_compact_and_the_kept_one_is_not(
     assert "orig_nbformat" not in compact and '"trusted"' not in compact
     assert notebook.metadata["orig_nbformat"] == 3  # not modified
 
-    worker.write_kept(notebook, tmp_path / "kept.ipynb")
+    lean.write_kept(notebook, tmp_path / "kept.ipynb")
     assert (tmp_path / "kept.ipynb").read_bytes() == (
         tmp_path / "nbformat.ipynb").read_bytes()
 
@@ -60,7 +61,7 @@ def test_scratch_gradebooks_keep_one_engine_per_path(tmp_path,
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:"
                        f"{os.environ['PATH']}")
     monkeypatch.setattr(api, "create_engine", api.create_engine)
-    worker._scratch_gradebooks()
+    lean.scratch_gradebooks()
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with api.Gradebook(url) as first:
         first.add_student("ada")
