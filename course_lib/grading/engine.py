@@ -404,10 +404,11 @@ def _diagnose(exercise, fns, case, got_value, expected_value, index):
             continue
         if close(got, wrong, atol, rtol) and not close(
                 expected, wrong, atol, rtol):
-            return (
-                f"Likely mistake: {misconception.name}. "
-                f"{misconception.advice}"
-            )
+            advice = misconception.advice
+            # most advice starts in lower case, often with code
+            # ("exp(1000) overflows ..."): a dash, not a new sentence
+            joint = ". " if advice[:1].isupper() else " \u2014 "
+            return f"Likely mistake: {misconception.name}{joint}{advice}"
     return None
 
 
