@@ -40,7 +40,8 @@ setup: $(STAMP)
 book: $(STAMP)
 	$(BIN)/python -m course_tools.book student --root .
 
-# Solutions and hidden tests behind toggles; not executed (README).
+# Solutions and hidden tests behind toggles; not executed
+# (instructors/releasing.md).
 book-solutions: $(STAMP)
 	$(BIN)/python -m course_tools.book solutions --root .
 

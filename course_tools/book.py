@@ -47,7 +47,10 @@ STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
-         "instructors.md", "references.md", "references.bib")
+         "instructors.md", "instructors/releasing.md",
+         "instructors/grading.md", "instructors/guarantees.md",
+         "instructors/feedback.md", "instructors/costs.md",
+         "references.md", "references.bib")
 # The book's own CSS (Jupyter Book adds every .css file in it to each page).
 STATIC = "_static"
 TOGGLE_TAG = "hide-input"
@@ -329,6 +332,7 @@ def stage_solutions(root=None, staging=None, cache_path=None):
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     for name in PAGES:
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / name, staging / name)
     if (root / STATIC).is_dir():
         shutil.copytree(root / STATIC, staging / STATIC)

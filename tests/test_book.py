@@ -231,6 +231,18 @@ def test_the_book_uses_the_reexecution_extension():
     assert "course_tools.book" in config["sphinx"]["extra_extensions"]
 
 
+def test_every_page_reaches_both_editions():
+    """A page of the table of contents that is not a chapter is in
+    ``book.PAGES``, which the instructors' edition copies; links into a
+    page's sections are checked by the strict build (heading anchors)."""
+    pages = {f"{page}.md" for page in PAGES
+             if not page.startswith("chapters/")}
+    missing = sorted(pages - set(book.PAGES))
+    assert not missing, f"not in course_tools.book.PAGES: {missing}"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["config"].get("myst_heading_anchors", 0) >= 2
+
+
 # ------------------------------------------------------------- offline
 
 
