@@ -4,7 +4,8 @@ A newcomer reaches the two commands and the chapter list on the first
 screen; the page stays short (the manuals live in the book and in
 CONTRIBUTING.md / ARCHITECTURE.md); its links lead somewhere; and the
 course speaks of itself only: no issue numbers in the README, the book's
-pages or the notebooks.
+pages, the notebooks, the contributors' pages or the code (no mention of
+issues at all in the README and the book's pages).
 """
 
 import re
@@ -92,6 +93,14 @@ def _texts():
         yield page, page.read_text(), ISSUE_WORD
     for notebook in sorted(ROOT.glob("solutions/[0-9][0-9]_*/*.ipynb")):
         yield notebook, notebook.read_text(), ISSUE_NUMBER
+    # The contributors' pages and the code's docstrings and comments.
+    for page in ("CONTRIBUTING.md", "ARCHITECTURE.md"):
+        yield ROOT / page, (ROOT / page).read_text(), ISSUE_NUMBER
+    for folder in ("course_lib", "course_tools", "tests", "benchmarks",
+                   "scripts"):
+        for source in sorted((ROOT / folder).rglob("*.py")):
+            if source != Path(__file__):
+                yield source, source.read_text(), ISSUE_NUMBER
 
 
 def test_the_course_speaks_of_itself_only():
