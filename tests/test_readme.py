@@ -124,3 +124,20 @@ def test_the_issue_check_can_fail():
 def test_the_book_pages_exist():
     missing = [p for p in _book_pages() if not p.is_file()]
     assert not missing, f"_toc.yml names missing pages: {missing}"
+
+
+# Where ARCHITECTURE.md's bare module names live.
+MODULE_HOMES = ("", "course_tools/classroom", "course_tools",
+                "course_lib/grading", "tests")
+
+
+def test_the_architecture_names_files_that_exist():
+    """Every ``.py`` file ARCHITECTURE.md names, in its picture or its
+    table, is in the repository (a bare name in one of MODULE_HOMES)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"[\w/]+\.py\b", text))
+    assert len(named) >= 20, sorted(named)
+    missing = [name for name in sorted(named)
+               if not any((ROOT / home / name).is_file()
+                          for home in MODULE_HOMES)]
+    assert not missing, f"ARCHITECTURE.md names missing files: {missing}"
