@@ -9,7 +9,8 @@ CHAPTERS := $(notdir $(wildcard solutions/[0-9][0-9]_*))
 # nbgrader calls helpers (alembic) by name: the venv's bin comes first.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup book book-solutions system-packages test test-fast lint \
+.PHONY: help setup book book-solutions book-pages system-packages test \
+	test-fast lint \
 	release lock clean \
 	grade bench-grade
 
@@ -38,6 +39,10 @@ book: $(STAMP) ## build the book into _build/html (runs the chapters)
 # (instructors/releasing.md).
 book-solutions: $(STAMP) ## the instructors' edition (from solutions/)
 	$(BIN)/python -m course_tools.book solutions --root .
+
+# The pages besides the chapters alone, as strict, nothing executed.
+book-pages: $(STAMP) ## only the pages besides the chapters (seconds)
+	$(BIN)/python -m course_tools.book pages --root .
 
 # Two Debian packages that some tests need, installed with apt-get when
 # missing (CI runs as root on a fresh machine); says which and why, once.
@@ -93,5 +98,5 @@ lock: ## re-pin constraints.txt from requirements.txt
 	} > constraints.txt
 	rm -rf .lock-venv
 
-clean: ## remove the built books (_build, _build_solutions)
-	rm -rf _build _build_solutions
+clean: ## remove the built books (_build, _build_solutions, _build_pages)
+	rm -rf _build _build_solutions _build_pages

@@ -243,6 +243,21 @@ def test_every_page_reaches_both_editions():
     assert config["sphinx"]["config"].get("myst_heading_anchors", 0) >= 2
 
 
+@pytest.mark.e2e
+def test_a_broken_link_between_pages_fails_the_build(tmp_path, capfd):
+    """The strict build checks links into another page's sections: the
+    pages alone (``make book-pages``, nothing executed), one link
+    broken."""
+    staging = book.stage_pages(ROOT, tmp_path / "source")
+    page = staging / "instructors" / "costs.md"
+    page.write_text(page.read_text() + "\nSee [the options]"
+                    "(grading.md#no-such-section).\n")
+    status = book._run_jupyter_book(staging, tmp_path / "build")
+    log = capfd.readouterr()
+    assert status != 0
+    assert "no-such-section" in log.out + log.err
+
+
 # ------------------------------------------------------------- offline
 
 
