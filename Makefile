@@ -98,5 +98,5 @@ lock: ## re-pin constraints.txt from requirements.txt
 	} > constraints.txt
 	rm -rf .lock-venv
 
-clean: ## remove the built books (_build, _build_solutions, _build_pages)
+clean: ## remove the built books (_build*)
 	rm -rf _build _build_solutions _build_pages
