@@ -243,6 +243,24 @@ def test_every_page_reaches_both_editions():
     assert config["sphinx"]["config"].get("myst_heading_anchors", 0) >= 2
 
 
+def test_the_instructors_page_documents_every_module():
+    """Every public top-level module of course_lib has its reference
+    (autodoc) on the instructors' page, where the README sends those who
+    reuse the library."""
+    package = ROOT / "course_lib"
+    modules = sorted(p.stem for p in package.glob("*.py")
+                     if not p.stem.startswith("_"))
+    modules += sorted(p.name for p in package.iterdir()
+                      if (p / "__init__.py").is_file()
+                      and not p.name.startswith("_"))
+    page = (ROOT / "instructors.md").read_text()
+    documented = set(re.findall(r"\{automodule\} course_lib\.(\w+)", page))
+    missing = [m for m in modules if m not in documented]
+    assert not missing, (
+        f"instructors.md has no reference for course_lib modules {missing}:"
+        " add an automodule section")
+
+
 @pytest.mark.e2e
 def test_a_broken_link_between_pages_fails_the_build(tmp_path, capfd):
     """The strict build checks links into another page's sections: the
