@@ -1,5 +1,5 @@
-# The course's commands. `make book` and `make test` each set up .venv by
-# themselves; see the README.
+# The course's commands (`make help` lists them). `make book` and
+# `make test` each set up .venv by themselves.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -9,20 +9,15 @@ CHAPTERS := $(notdir $(wildcard solutions/[0-9][0-9]_*))
 # nbgrader calls helpers (alembic) by name: the venv's bin comes first.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup book book-solutions system-packages test test-fast lint \
+.PHONY: help setup book book-solutions book-pages system-packages test \
+	test-fast lint \
 	release lock clean \
 	grade bench-grade
 
-help:
-	@echo "make book     build the book (executes the chapters)"
-	@echo "make book-solutions  the instructors' edition (from solutions/)"
-	@echo "make test     run the whole test suite (as CI does)"
-	@echo "make test-fast  unit and in-process tests (no kernels)"
-	@echo "make release  regenerate chapters/ from solutions/ (nbgrader)"
-	@echo "make grade    autograde submitted/ in parallel (ARGS=--jobs 4 ...)"
-	@echo "make bench-grade  time make grade against serial nbgrader"
-	@echo "make lint     ruff over the library, tools, tests, notebooks"
-	@echo "make lock     re-pin constraints.txt from requirements.txt"
+# Each command's line in `make help` is the `## ...` after its target.
+help: ## list the commands, one line each
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / \
+		{printf "make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # The environment is rebuilt when it is missing or older than the files
 # that describe it. Two projects, both editable: the library course_lib
@@ -33,22 +28,27 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml \
 	scripts/setup-venv $(PYTHON) $(VENV)
 	@touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) ## create .venv: pinned packages, course_lib, course_tools
 
 # Strict (a warning or a cell error fails), cached in _build/.jupyter_cache;
 # a chapter re-executes when the course_lib code it imports changes.
-book: $(STAMP)
+book: $(STAMP) ## build the book into _build/html (runs the chapters)
 	$(BIN)/python -m course_tools.book student --root .
 
-# Solutions and hidden tests behind toggles; not executed (README).
-book-solutions: $(STAMP)
+# Solutions and hidden tests behind toggles; not executed
+# (instructors/releasing.md).
+book-solutions: $(STAMP) ## the instructors' edition (from solutions/)
 	$(BIN)/python -m course_tools.book solutions --root .
+
+# The pages besides the chapters alone, as strict, nothing executed.
+book-pages: $(STAMP) ## only the pages besides the chapters (seconds)
+	$(BIN)/python -m course_tools.book pages --root .
 
 # Two Debian packages that some tests need, installed with apt-get when
 # missing (CI runs as root on a fresh machine); says which and why, once.
 SYSTEM_PACKAGES := chromium:/usr/bin/chromium \
 	postgresql:/usr/lib/postgresql/*/bin/initdb
-system-packages:
+system-packages: ## apt-get chromium and postgresql for make test (root)
 	@echo "make test needs chromium (the book's pages, opened headless)" \
 		"and postgresql (a class graded into a real PostgreSQL server)"
 	@missing=; for entry in $(SYSTEM_PACKAGES); do \
@@ -67,28 +67,28 @@ system-packages:
 # Everything, as CI runs it: the unit and in-process tests, then the end
 # to end ones (the book is built, executing each chapter, while the
 # grading tests run beside it).
-test: $(STAMP) system-packages
+test: $(STAMP) system-packages ## the whole test suite, as CI runs it
 	$(BIN)/python -m pytest
 
 # The unit and in-process grading tests: under a minute, no kernel.
-test-fast: $(STAMP)
+test-fast: $(STAMP) ## unit and in-process tests (no kernel, under a minute)
 	$(BIN)/python -m pytest -m "not e2e"
 
-lint: $(STAMP)
+lint: $(STAMP) ## ruff over library, tools, tests, benchmarks, notebooks
 	$(BIN)/ruff check course_lib course_tools tests benchmarks scripts solutions
 
 # Grade the class: every submission in submitted/<student>/<assignment>/,
 # e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".
-grade: $(STAMP)
+grade: $(STAMP) ## autograde submitted/ (ARGS="--jobs 4 ...")
 	$(BIN)/python -m course_tools.classroom --course . $(ARGS)
 
-bench-grade: $(STAMP)
+bench-grade: $(STAMP) ## time make grade against serial nbgrader
 	$(BIN)/python benchmarks/grade_class.py $(ARGS)
 
-release: $(STAMP)
+release: $(STAMP) ## regenerate chapters/ and the README's chapter table
 	$(BIN)/python -m course_tools.release --root . $(CHAPTERS)
 
-lock:
+lock: ## re-pin constraints.txt from requirements.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install --quiet \
 		$$(grep -v -e '^-c' -e '^#' requirements.txt | cut -d' ' -f1)
@@ -98,5 +98,5 @@ lock:
 	} > constraints.txt
 	rm -rf .lock-venv
 
-clean:
-	rm -rf _build _build_solutions
+clean: ## remove the built books (_build*)
+	rm -rf _build _build_solutions _build_pages

@@ -1,4 +1,4 @@
-"""nbgrader configuration for the course (see the README for instructors)."""
+"""nbgrader configuration for the course (see instructors/ in the book)."""
 
 c = get_config()  # noqa: F821  (nbgrader injects get_config)
 

@@ -4,8 +4,8 @@ In a fresh clone of this repository (no ``.venv``, no ``_build``), runs
 ``bash .ci/run`` (that is ``make test``: setting up ``.venv``, the system
 packages, the whole suite) and times it; then, with the ``.venv`` it made,
 executes each of the eight solution notebooks once, top to bottom, in a
-fresh kernel, one after the other, and times that. Issue 13's targets:
-CI at most 8 minutes, and at most twice the notebooks' time. Writes
+fresh kernel, one after the other, and times that. The targets: CI
+at most 8 minutes, and at most twice the notebooks' time. Writes
 ``test_suite.latest.json`` (with the machine's load before and after,
 since another process on the machine slows CI and not the notebooks
 alone).

@@ -3,6 +3,7 @@ instructors' edition.
 
     python -m course_tools.book student      # _build/html (make book)
     python -m course_tools.book solutions    # _build_solutions/html
+    python -m course_tools.book pages        # _build_pages/html
 
 The student edition renders ``chapters/`` and executes every narrative
 cell, caching the results in ``_build/.jupyter_cache``. Jupyter Book's
@@ -47,7 +48,10 @@ STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
-         "instructors.md", "references.md", "references.bib")
+         "instructors.md", "instructors/releasing.md",
+         "instructors/grading.md", "instructors/guarantees.md",
+         "instructors/feedback.md", "instructors/costs.md",
+         "references.md", "references.bib")
 # The book's own CSS (Jupyter Book adds every .css file in it to each page).
 STATIC = "_static"
 TOGGLE_TAG = "hide-input"
@@ -316,6 +320,15 @@ def stage_solutions_notebook(source, destination, outputs=None):
     destination.write_text(json.dumps(notebook, indent=1) + "\n")
 
 
+def _copy_pages(root, staging):
+    """The book's pages besides the chapters, and its stylesheets."""
+    for name in PAGES:
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / name, staging / name)
+    if (root / STATIC).is_dir():
+        shutil.copytree(root / STATIC, staging / STATIC)
+
+
 def stage_solutions(root=None, staging=None, cache_path=None):
     """Lay out the instructors' edition's sources in ``staging``: the
     book's pages, and ``solutions/`` staged under ``chapters/`` so that
@@ -328,10 +341,7 @@ def stage_solutions(root=None, staging=None, cache_path=None):
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    for name in PAGES:
-        shutil.copy(root / name, staging / name)
-    if (root / STATIC).is_dir():
-        shutil.copytree(root / STATIC, staging / STATIC)
+    _copy_pages(root, staging)
     config = yaml.safe_load((staging / "_config.yml").read_text())
     config["title"] = f"{config['title']} (instructors' edition)"
     config["execute"]["execute_notebooks"] = "off"
@@ -367,9 +377,52 @@ def build_solutions(root=None, output=None):
     return status
 
 
+def stage_pages(root=None, staging=None):
+    """Lay out the book's pages besides the chapters in ``staging``, with
+    a table of contents of those pages alone and execution off."""
+    import yaml  # a dependency of Jupyter Book, not of course_lib
+
+    root = course_root(root)
+    staging = Path(staging)
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    _copy_pages(root, staging)
+    toc = yaml.safe_load((staging / "_toc.yml").read_text())
+    for part in toc["parts"]:
+        part["chapters"] = [entry for entry in part["chapters"]
+                            if not entry["file"].startswith("chapters/")]
+    toc["parts"] = [part for part in toc["parts"] if part["chapters"]]
+    (staging / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    config = yaml.safe_load((staging / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "off"
+    (staging / "_config.yml").write_text(
+        yaml.safe_dump(config, sort_keys=False))
+    return staging
+
+
+def build_pages(root=None, output=None):
+    """Build the pages besides the chapters (introduction, notation,
+    the instructors' pages, references), as strict as the book, without
+    the chapters and executing nothing: seconds, to check a page's text
+    and links. Return jupyter-book's exit status; the HTML lands in
+    ``<output>/html`` (``output`` defaults to ``_build_pages``)."""
+    root = course_root(root)
+    output = Path(output or root / "_build_pages")
+    staging = stage_pages(root, output / "source")
+    status = _run_jupyter_book(staging, output / "build")
+    html = output / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    if status == 0:
+        shutil.copytree(output / "build" / "_build" / "html", html)
+    return status
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m course_tools.book")
-    parser.add_argument("edition", choices=["student", "solutions"])
+    parser.add_argument("edition",
+                        choices=["student", "solutions", "pages"])
     parser.add_argument("--root", type=Path, default=None,
                         help="the course (default: the working directory "
                         "or the nearest folder above it with "
@@ -385,9 +438,12 @@ def main(argv=None):
     if args.edition == "student":
         status = build_student(root, output=args.output)
         html = Path(args.output or root) / "_build" / "html"
-    else:
+    elif args.edition == "solutions":
         status = build_solutions(root, output=args.output)
         html = Path(args.output or root / "_build_solutions") / "html"
+    else:
+        status = build_pages(root, output=args.output)
+        html = Path(args.output or root / "_build_pages") / "html"
     seconds = time.perf_counter() - start
     if status:
         print(f"The {args.edition} book failed to build ({seconds:.0f} s).")

@@ -1,7 +1,7 @@
 """What the student sees in their own kernel: a catalogue answer run as a
 notebook cell in IPython's shell (in process), then its test cell's
 ``check``, with no grader. ``tests/test_grading.py`` compares this with
-the grader's verdict on every catalogue answer (issue 21, section 2).
+the grader's verdict on every catalogue answer.
 """
 
 import linecache
@@ -9,8 +9,8 @@ import linecache
 from course_lib.grading import GradingError, check
 
 # Misconceptions that only a hidden case catches today: the local check
-# ticks them, the grader does not. Issue 21 (section 2) asks for visible
-# cases of every kind the hidden ones test; each entry says which kind is
+# ticks them, the grader does not. The course asks for visible cases
+# of every kind the hidden ones test; each entry says which kind is
 # missing. Remove an entry when its visible case lands (the test is a
 # strict xfail, so it says so).
 VISIBLE_GAPS = {}

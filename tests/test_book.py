@@ -231,6 +231,51 @@ def test_the_book_uses_the_reexecution_extension():
     assert "course_tools.book" in config["sphinx"]["extra_extensions"]
 
 
+def test_every_page_reaches_both_editions():
+    """A page of the table of contents that is not a chapter is in
+    ``book.PAGES``, which the instructors' edition copies; links into a
+    page's sections are checked by the strict build (heading anchors)."""
+    pages = {f"{page}.md" for page in PAGES
+             if not page.startswith("chapters/")}
+    missing = sorted(pages - set(book.PAGES))
+    assert not missing, f"not in course_tools.book.PAGES: {missing}"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["config"].get("myst_heading_anchors", 0) >= 2
+
+
+def test_the_instructors_page_documents_every_module():
+    """Every public top-level module of course_lib has its reference
+    (autodoc) on the instructors' page, where the README sends those who
+    reuse the library."""
+    package = ROOT / "course_lib"
+    modules = sorted(p.stem for p in package.glob("*.py")
+                     if not p.stem.startswith("_"))
+    modules += sorted(p.name for p in package.iterdir()
+                      if (p / "__init__.py").is_file()
+                      and not p.name.startswith("_"))
+    page = (ROOT / "instructors.md").read_text()
+    documented = set(re.findall(r"\{automodule\} course_lib\.(\w+)", page))
+    missing = [m for m in modules if m not in documented]
+    assert not missing, (
+        f"instructors.md has no reference for course_lib modules {missing}:"
+        " add an automodule section")
+
+
+@pytest.mark.e2e
+def test_a_broken_link_between_pages_fails_the_build(tmp_path, capfd):
+    """The strict build checks links into another page's sections: the
+    pages alone (``make book-pages``, nothing executed), one link
+    broken."""
+    staging = book.stage_pages(ROOT, tmp_path / "source")
+    page = staging / "instructors" / "costs.md"
+    page.write_text(page.read_text() + "\nSee [the options]"
+                    "(grading.md#no-such-section).\n")
+    status = book._run_jupyter_book(staging, tmp_path / "build")
+    log = capfd.readouterr()
+    assert status != 0
+    assert "no-such-section" in log.out + log.err
+
+
 # ------------------------------------------------------------- offline
 
 

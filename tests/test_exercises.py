@@ -37,7 +37,7 @@ CHAPTERS = sorted(p.name for p in (ROOT / "solutions").iterdir()
                   if p.is_dir() and p.name[:2].isdigit())
 # Exercises whose chapter shows code close to the solution in an earlier
 # cell on purpose (13 copies when this test was written, all rewritten
-# under issue 12): a debugging exercise shows the broken code in a cell
+# since): a debugging exercise shows the broken code in a cell
 # that runs the checks it fails. Exercise -> the name of the broken
 # version, which the covering cell must define.
 KNOWN_COPIES = {"DecoderBlock": "BrokenDecoderLayer"}

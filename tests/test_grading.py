@@ -286,8 +286,8 @@ def test_hidden_cases_do_not_ship_with_course_lib():
     shipped = "".join(p.read_text() for p in package.rglob("*.py"))
     shipped += "".join(p.read_text() for p in
                        (package.parent / "chapters").rglob("*.ipynb"))
-    # (the class grader in course_tools/classroom is tooling that moves
-    # out of the package with issue 14)
+    # (the class grader in course_tools/classroom is tooling, not part
+    # of the package)
     library = "".join(p.read_text() for p in package.rglob("*.py")
                       if "classroom" not in p.parts)
     assert "import course_tools" not in library

@@ -1,4 +1,4 @@
-"""What a failed check says, and to whom (issue 21, sections 2 and 3):
+"""What a failed check says, and to whom:
 a likely mistake only when it explains the difference, a crash with the
 student's own line and the case (only the line number for a hidden
 case), the local rules on a class defined in a notebook, and the

@@ -82,3 +82,33 @@ def test_scratch_gradebooks_keep_one_engine_per_path(tmp_path,
     with api.Gradebook(f"sqlite:///{tmp_path / 'other.db'}") as other:
         assert other.engine is not engine
         assert other.students == []
+
+
+def test_each_trim_names_the_versions_it_was_written_against():
+    """A trim replaces another package's internals: when an installed
+    version is not the one it was written against, read the trim again
+    (its docstring says what it replaces), run this file and the grading
+    tests, then update its versions in lean.py."""
+    from importlib.metadata import version
+
+    changed = []
+    for trim in lean.TRIMS:
+        versions = trim.written_against
+        assert "nbgrader" in versions or "nbformat" in versions, trim
+        for package, written in versions.items():
+            assert f"{package} {written}" in trim.__doc__, (
+                f"lean.{trim.__name__}'s docstring does not say it was "
+                f"written against {package} {written}")
+            if version(package) != written:
+                changed.append(f"lean.{trim.__name__}: {package} is "
+                               f"{version(package)}, written against "
+                               f"{written}")
+    assert not changed, "\n".join(changed)
+
+
+def test_every_marked_trim_is_installed():
+    """``install()`` applies ``TRIMS``: every function marked with the
+    versions it was written against is one of them, and back."""
+    marked = {name for name, f in vars(lean).items()
+              if callable(f) and hasattr(f, "written_against")}
+    assert marked == {t.__name__ for t in lean.TRIMS}

@@ -1,4 +1,5 @@
-"""``python -m course_tools.classroom``: grade the class (see the README)."""
+"""``python -m course_tools.classroom``: grade the class (the book's
+page ``instructors/grading.md`` says how)."""
 
 import argparse
 import json

@@ -4,21 +4,43 @@ its reason and what it measured, none changing what is written to the
 kept notebooks or recorded in the gradebook (``tests/test_lean.py``
 checks that). ``install()`` applies them all, once, in the grading
 process only.
+
+Each trim replaces a piece of another package's internals, so each
+names the versions it was written against (``written_against``, and its
+docstring's first lines); ``tests/test_lean.py`` fails when an installed
+version differs. After an upgrade, read the replaced code again in the
+new version, run ``tests/test_lean.py`` and the grading tests, then
+update the versions here.
 """
 
 import json
 from pathlib import Path
 
 
+def written_against(**versions):
+    """Mark a trim with the versions (``{distribution: version}``) of the
+    packages whose internals it replaces, as it was written and
+    measured."""
+    def mark(trim):
+        trim.written_against = versions
+        return trim
+    return mark
+
+
 def install():
     """Every change below, in this process (the grading process)."""
-    validate_once()
-    scratch_gradebooks()
-    write_compact()
+    for trim in TRIMS:
+        trim()
 
 
+@written_against(nbformat="5.11.1", nbconvert="7.17.2", nbgrader="0.9.6",
+                 jsonschema="4.26.0")
 def validate_once():
-    """nbformat validates a notebook against its JSON schema whenever it
+    """Written against nbformat 5.11.1, nbconvert 7.17.2, nbgrader 0.9.6
+    and jsonschema 4.26.0 (``nbformat.validate``, nbgrader's
+    ``nbgraderformat.common.jsonschema``).
+
+    nbformat validates a notebook against its JSON schema whenever it
     is read or written, nbconvert after each of nbgrader's steps, and
     nbgrader checks each cell's metadata with a schema it compiles anew
     for every cell: a third of this process's work per submission. The
@@ -48,8 +70,12 @@ def validate_once():
     common.jsonschema = CompiledOnce()
 
 
+@written_against(nbgrader="0.9.6", SQLAlchemy="2.1.9")
 def scratch_gradebooks():
-    """nbgrader opens its gradebook about ten times per submission, each
+    """Written against nbgrader 0.9.6 and SQLAlchemy 2.1.9
+    (``nbgrader.api.create_engine``, ``Gradebook``'s engine per opening).
+
+    nbgrader opens its gradebook about ten times per submission, each
     time with a new SQLAlchemy engine, whose dialect compiles the same
     statements anew (a compiled statement is cached per dialect), and
     commits each change to the disk, waiting for it: together a quarter
@@ -80,8 +106,13 @@ def scratch_gradebooks():
     api.create_engine = create_engine
 
 
+@written_against(nbformat="5.11.1", nbgrader="0.9.6")
 def write_compact():
-    """nbformat writes a notebook as indented JSON, which Python's JSON
+    """Written against nbformat 5.11.1 and nbgrader 0.9.6
+    (``nbformat.v4.writes_json``, ``BytesEncoder``, what
+    ``strip_transient`` drops; which copies nbgrader only reads back).
+
+    nbformat writes a notebook as indented JSON, which Python's JSON
     encoder writes in Python, not C: 4 ms a copy of chapter 1's notebook
     (0.5 ms compact), and grading writes four copies per submission. The
     three that only nbgrader reads back are written compact (the same
@@ -122,3 +153,7 @@ def _without_transient(nb):
 
 def _not_again(*args, **kwargs):
     return None
+
+
+# What install() applies, in order.
+TRIMS = (validate_once, scratch_gradebooks, write_compact)

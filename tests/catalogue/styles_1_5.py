@@ -1,4 +1,4 @@
-"""Right answers to chapters 1-5 in the styles students write (issue 21):
+"""Right answers to chapters 1-5 in the styles students write:
 loops, einsum, helpers in the same cell, local names that shadow modules
 (``signal``, ``inspect``, ``operator``, ``sys``, ``os``), sub-modules
 built with ``setattr``, ``nn.ModuleList`` or ``nn.ModuleDict``, classes

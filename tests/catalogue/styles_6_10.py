@@ -1,5 +1,5 @@
-"""Right answers to chapters 6-10 in the styles students write (issue 21;
-see ``tests/catalogue/styles_1_5.py``): each keeps full marks, in process
+"""Right answers to chapters 6-10 in the styles students write (see
+``tests/catalogue/styles_1_5.py``): each keeps full marks, in process
 and in the student's own kernel."""
 
 CHAPTER_OF = {}
