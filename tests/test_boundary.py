@@ -176,18 +176,46 @@ def test_strings_from_a_submission_are_printable():
 
 @pytest.mark.parametrize("source, counted", [
     ("Cost: $N_q < N_k$, so $a<b$ and x < 3.", False),
+    ("See [the paper](https://arxiv.org/abs/1706.03762).", False),
     ("<img src=x onerror=\"alert(1)\">", True),
     ("a <!-- comment --> b", True),
     ("</div> closes", True),
     ("[x](javascript:alert(1))", True),
+    ("[derivation](java&#x73;cript:alert(1))", True),
+    ("[x](data:text/html;base64,PHNjcmlwdD4=)", True),
+    ("<javascript:alert(1)>", True),
+    ("![pixel](https://example.org/track.png)", True),
 ])
-def test_markup_in_a_written_answer_is_escaped_and_only_tags_count(
-        source, counted):
-    """Every ``<`` a student's markdown holds is escaped, but only a tag
-    or a script link is reported as active content removed: a ``<`` in
-    mathematics is no markup, and its note would be on every notebook."""
+def test_a_written_answer_is_sanitised_by_allow_list(source, counted):
+    """A student's markdown becomes HTML of the allowed tags alone, with
+    links to http, https and mailto only, and stays so when the
+    formgrader renders it again; only a tag, a link or an image removed
+    is reported (a ``<`` in mathematics is no markup, and its note would
+    be on every notebook)."""
+    from html.parser import HTMLParser
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell(source)])
     assert bool(text.clean_notebook(notebook)) is counted
     cleaned = notebook.cells[0].source
-    assert "<" not in cleaned and cleaned.count("&lt;") == source.count("<")
+    shown = markdown2html_mistune(cleaned)  # as the formgrader does
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, dict(attrs)))
+
+    Tags().feed(shown)
+    assert found and found[0] == ("div", {"class": text.ANSWER_CLASS})
+    for tag, attrs in found[1:]:
+        assert tag in text.TAGS, (tag, shown)
+        assert set(attrs) <= text.ATTRIBUTES.get(tag, set()) | {"rel"}
+        if "href" in attrs:
+            assert attrs["href"].split(":")[0] in text.URL_SCHEMES
+    assert "javascript" not in shown.lower().replace("&#x73;", "s") or \
+        "&lt;" in shown  # as text, never as a link
+    assert "<img" not in shown  # an image, or a tag, only as text
+    if "$" in source:
+        assert "$N_q &lt; N_k$" in shown  # mathematics kept for MathJax

@@ -87,10 +87,12 @@ def collect(course, names, folder, regex=DEFAULT_REGEX):
             kept, notes = _choose(downloads)
             try:
                 reasons = _place(course, kept, notes, manifest, report)
-            except OSError as error:  # e.g. a full disk: say so, go on
+            except Exception as error:  # noqa: BLE001 - say so, go on
+                # a full disk, a file that cannot be read: this student's
                 report.lines.append(f"{assignment}/{student}: "
                                     f"{show(kept.name)} could not be "
-                                    f"collected: {error}")
+                                    f"collected: {type(error).__name__}: "
+                                    f"{show(str(error))}")
                 continue
             if reasons:
                 report.reasons[(assignment, student)] = reasons
@@ -125,7 +127,12 @@ def _find(folder, assignment, pattern, report):
         for file in sorted(f for f in files if not junk(f)):
             path = Path(root) / file
             name = str(path.relative_to(folder))
-            info = path.lstat()
+            try:
+                info = path.lstat()
+            except OSError as error:
+                report.lines.append(f"{assignment}: not collected: "
+                                    f"{show(name)}: {error.strerror}")
+                continue
             match = pattern.match(os.path.abspath(path))
             student = (match and match.group("student_id")) or ""
             why = None
@@ -133,8 +140,8 @@ def _find(folder, assignment, pattern, report):
                 why = "not a regular file"
             elif not match:
                 why = "its name does not match --collect-regex"
-            elif not safe(student):
-                why = f"student id {show(student)!r} is not a folder name"
+            elif C.id_problem(student):
+                why = f"student id {show(student)!r}: {C.ID_RULE}"
             if why:
                 report.lines.append(f"{assignment}: not collected: "
                                     f"{show(name)}: {why}")

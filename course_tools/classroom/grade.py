@@ -71,8 +71,10 @@ class Outcomes(list):
 class Outcome:
     assignment: str
     student: str
-    # graded, failed (graded 0 where it broke), unchanged, ungraded (no
-    # worker could grade it: nothing recorded, the next run grades it)
+    # graded, failed (graded 0 where it broke: the submission's doing),
+    # unchanged, ungraded (the grader or the machine failed, or its
+    # folder could not be read: nothing recorded, the next run grades
+    # it), refused (a folder whose name is no student id: not graded)
     status: str
     score: float
     max_score: float
@@ -129,9 +131,13 @@ def _grade_class(options):
                                 / "grading",
                                 tools))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
-    outcomes, todo = _triage(course, options, state, sources,
-                             C.submissions(course, names), notes)
-    outcomes = Outcomes(outcomes)
+    refused = []
+    found = C.submissions(course, names, refused)
+    outcomes, todo = _triage(course, options, state, sources, found, notes)
+    outcomes = Outcomes(outcomes + [
+        Outcome(a, downloads.show(s), "refused", 0.0, 0.0,
+                [f"not graded: {downloads.show(s)!r}: {why}"])
+        for a, s, why in refused])
     outcomes.notes = lines
     if not todo:
         from nbgrader.api import Gradebook
@@ -178,12 +184,23 @@ def _triage(course, options, state, sources, found, notes=None):
     outcomes, todo = [], []
     with Gradebook(course.db_url) as gradebook:
         for assignment, student, folder in found:
-            digest = C.hash_folder(folder, *(notes or {}).get(
-                (assignment, student), []))
-            before = state["submissions"].get(f"{assignment}/{student}", {})
-            if (not options.force and before.get("hash") == digest
-                    and before.get("source") == sources[assignment]
-                    and record.is_graded(gradebook, assignment, student)):
+            try:
+                digest = C.hash_folder(folder, *(notes or {}).get(
+                    (assignment, student), []))
+                before = state["submissions"].get(
+                    f"{assignment}/{student}", {})
+                same = (not options.force and before.get("hash") == digest
+                        and before.get("source") == sources[assignment]
+                        and record.is_graded(gradebook, assignment,
+                                             student))
+            except Exception as error:  # noqa: BLE001 - this one alone
+                gradebook.db.rollback()
+                outcomes.append(Outcome(
+                    assignment, student, "ungraded", 0.0, 0.0,
+                    [f"not graded: its folder could not be read "
+                     f"({type(error).__name__}: {error})"]))
+                continue
+            if same:
                 outcomes.append(Outcome(
                     assignment, student, "unchanged", before["score"],
                     before["max_score"], list(before.get("reasons", []))))
@@ -441,7 +458,7 @@ def summary(outcomes):
     counts = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    lines += list(getattr(outcomes, "notes", ()))
+    lines += [text.safe_line(n) for n in getattr(outcomes, "notes", ())]
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  or "no submissions found")
     return "\n".join(lines)

@@ -7,7 +7,8 @@ accepts) and control characters (terminal escape codes that rewrite the
 instructor's screen). :func:`safe` turns any such string into plain,
 printable text; :func:`safe_data` does it to every string of a result;
 :func:`clean_notebook` takes the active content out of the cells a
-student wrote before an instructor opens the notebook in a browser.
+student wrote before an instructor opens the notebook in a browser:
+each markdown cell becomes sanitised HTML (:func:`render_markdown`).
 """
 
 import re
@@ -22,7 +23,19 @@ REMOVED = "[grader: an output of type {mimes} was removed: it could run " \
 # how HTML opens a tag (a name, then a space, "/" or ">"), closes one, or
 # opens a comment or a declaration
 TAG = re.compile(r"<(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/>])|/[A-Za-z]|[!?])")
-SCHEMES = re.compile(r"(?i)(java|vb)script\s*:|data\s*:\s*text/html")
+# what a written answer may be once rendered: text, emphasis, lists,
+# tables, code and links to these schemes (no image: a picture from
+# elsewhere would tell its server when the instructor reads the answer)
+TAGS = {"p", "br", "hr", "em", "strong", "b", "i", "u", "s", "del", "sub",
+        "sup", "code", "pre", "blockquote", "ul", "ol", "li", "h1", "h2",
+        "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th",
+        "td", "a"}
+ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"},
+              "th": {"align"}, "td": {"align"}}
+URL_SCHEMES = {"http", "https", "mailto"}
+ANSWER_CLASS = "course-written-answer"
+# a markdown link or autolink, counted to tell whether one was dropped
+LINK = re.compile(r"\]\(|<[A-Za-z][A-Za-z0-9+.-]*:[^\s<>]*>")
 
 
 def safe(value, limit=MAX):
@@ -66,10 +79,41 @@ def _student_cell(cell):
     return not meta.get("locked") or meta.get("solution")
 
 
+def render_markdown(source):
+    """A student's markdown as HTML that can do nothing but be read.
+
+    Rendered as Jupyter renders it (nbconvert's mistune, mathematics kept
+    as ``$...$`` text for MathJax), with the student's own HTML escaped
+    as text; then an allow-list sanitizer (nh3, the Ammonia library)
+    keeps only the tags and attributes of ``TAGS`` and links to
+    ``URL_SCHEMES``. Returned on one line inside a ``<div>``: whatever
+    renders the cell's markdown again (the formgrader, Jupyter) passes
+    an HTML block through as it is.
+    """
+    import nh3
+    from nbconvert.filters.markdown_mistune import (
+        IPythonRenderer,
+        MarkdownWithMath,
+    )
+
+    html = MarkdownWithMath(renderer=IPythonRenderer(
+        escape=True, allow_harmful_protocols=False)).render(source)
+    clean = nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES,
+                      url_schemes=URL_SCHEMES, url_relative="deny",
+                      link_rel="noopener noreferrer nofollow")
+    return (f"<div class=\"{ANSWER_CLASS}\">"
+            + clean.strip().replace("\r", "").replace("\n", "&#10;")
+            + "</div>")
+
+
 def clean_markdown(source):
-    """Markdown with no HTML tag and no script link left: ``<`` becomes
-    ``&lt;`` (it still reads as ``<``)."""
-    return SCHEMES.sub("removed:", source.replace("<", "&lt;"))
+    """:func:`render_markdown`, and whether it removed anything active
+    (an HTML tag the student wrote, now text; a link to a scheme other
+    than ``URL_SCHEMES``, an image)."""
+    html = render_markdown(source)
+    removed = bool(TAG.search(source)) or html.count(" href=") < \
+        len(LINK.findall(source)) or "![" in source
+    return html, removed
 
 
 def clean_notebook(nb):
@@ -81,11 +125,10 @@ def clean_notebook(nb):
     removed = 0
     for cell in nb.cells:
         if cell.cell_type == "markdown" and _student_cell(cell):
-            # every "<" is escaped; only a tag or a script link counts as
-            # removed ("$a < b$" in a written answer is no markup)
-            removed += bool(TAG.search(cell.source)
-                            or SCHEMES.search(cell.source))
-            cell.source = clean_markdown(cell.source)
+            # only a tag or a link or image dropped counts as removed
+            # ("$a < b$" in a written answer is no markup)
+            cell.source, dropped = clean_markdown(cell.source)
+            removed += dropped
             if cell.get("attachments"):
                 cell.attachments = {}
                 removed += 1
