@@ -214,8 +214,6 @@ def test_a_written_answer_is_sanitised_by_allow_list(source, counted):
         assert set(attrs) <= text.ATTRIBUTES.get(tag, set()) | {"rel"}
         if "href" in attrs:
             assert attrs["href"].split(":")[0] in text.URL_SCHEMES
-    assert "javascript" not in shown.lower().replace("&#x73;", "s") or \
-        "&lt;" in shown  # as text, never as a link
     assert "<img" not in shown  # an image, or a tag, only as text
     if "$" in source:
         assert "$N_q &lt; N_k$" in shown  # mathematics kept for MathJax
