@@ -23,8 +23,8 @@ submission of a batch), started from the worker's own installation, with
 a scratch folder of its own under /tmp. The thread refuses to grade when
 its machine cannot isolate the students' kernels (unless the batch says
 ``isolate: False``), stops the grading process past the submission's time
-limit, and reports a grading process that died as a failed submission,
-as the grader always did.
+limit, and reports that, or a grading process that died, as a submission
+not graded (``ungraded``: nothing is recorded, the next run grades it).
 """
 
 import json
@@ -369,11 +369,16 @@ def probe(settings):
         shutil.rmtree(folder, ignore_errors=True)
     lines = (result.stdout + result.stderr).strip().splitlines()
     line = lines[-1] if lines else "the sandbox printed nothing"
-    kind, _ = cgroup.plan("course-kernel-probe")
+    kind, folders = cgroup.plan("course-kernel-probe")
     fallbacks = [] if kind != "none" else [
         "kernel limits per process only (no memory and pids control "
         "groups can be written here): memory is an address-space cap per "
         "process, processes a per-user cap"]
+    if not cgroup.cpu_limited(folders):
+        fallbacks.append(
+            "no CPU control group can be written here: a kernel's "
+            "processes share the CPU with everything else, and no CPU "
+            "budget holds them")
     _PROBED[_batch(settings)] = line, fallbacks
     return line, fallbacks
 
@@ -482,7 +487,10 @@ class _Slot:
                f"{_last_line(self.scratch)})")
         _kill(self.process)
         self.process = None
-        return failed(task, why)
+        # the grader's or the machine's failure: a kernel's own slowness
+        # is stopped by its CPU budget and a cell's time limit first
+        return ungraded(task, f"not graded: {why}; the next run grades "
+                        "it")
 
     def close(self):
         if self.process is not None:

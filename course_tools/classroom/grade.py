@@ -54,6 +54,7 @@ class Options:
     submission_timeout: int = 900  # seconds for one whole submission
     isolate: bool = True
     disk_mb: int = 512  # what one submission may write, in all
+    cpu_s: int = 600  # CPU seconds one submission's kernel may use
     collect: Path | None = None  # a folder of LMS downloads
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
@@ -152,7 +153,7 @@ def _grade_class(options):
     settings = {"memory_mb": options.memory_mb,
                 "skip_tagged": options.skip_tagged,
                 "timeout": options.timeout, "isolate": options.isolate,
-                "disk_mb": options.disk_mb,
+                "disk_mb": options.disk_mb, "cpu_s": options.cpu_s,
                 "hide": _hidden(course, options, scratch)}
     # the grading processes start (and import) while templates are built
     starting = cluster.Starting(
