@@ -3,9 +3,10 @@
 Everything a kernel can influence (file names, outputs, error messages,
 reasons) is data: it may hold bytes that are not UTF-8 (a file name
 ``b"\\xff"`` arrives as a lone surrogate, which no UTF-8 file or terminal
-accepts) and control characters (terminal escape codes that rewrite the
-instructor's screen). :func:`safe` turns any such string into plain,
-printable text; :func:`safe_data` does it to every string of a result;
+accepts: it is shown as ``\\xff``) and control characters (terminal
+escape codes that rewrite the instructor's screen). :func:`safe` turns
+any such string into plain, printable text; :func:`safe_data` does it to
+every string of a result;
 :func:`clean_notebook` takes the active content out of the cells a
 student wrote before an instructor opens the notebook in a browser:
 each markdown cell becomes sanitised HTML (:func:`render_markdown`).
@@ -43,8 +44,9 @@ def safe(value, limit=MAX):
     characters other than newline and tab shown as ``\\xNN``."""
     text = str(value)
     if any("\ud800" <= ch <= "\udfff" for ch in text):
+        # a name's bytes that are not UTF-8, shown as \xNN
         text = text.encode("utf-8", "surrogateescape").decode(
-            "utf-8", "replace")
+            "utf-8", "backslashreplace")
     out = []
     for ch in text[:limit]:
         if ch in "\n\t" or unicodedata.category(ch)[0] != "C":
