@@ -487,14 +487,13 @@ def test_a_worker_that_cannot_grade_the_solution_grades_nobody(tmp_path):
 # Many busy processes, each in a session of its own (the scheduler's
 # autogroups would give each as much CPU as a classmate's whole kernel).
 HOG = RIGHT + """
-import os, signal, subprocess, time
-subprocess.Popen(["/bin/sh", "-c", "for i in $(seq 150); do setsid "
-                  "/bin/sh -c 'sleep 2; while :; do :; done' & done"])
+import os, subprocess, time
+subprocess.Popen(["/bin/sh", "-c", "for i in $(seq 400); do setsid "
+                  "/bin/sh -c 'while :; do :; done' & done"])
 time.sleep(4)
 with open("hogs.txt", "w") as handle:  # how many are running
     handle.write(str(sum(name.isdigit() for name in os.listdir("/proc"))))
-time.sleep(16)  # the others are graded meanwhile
-os.kill(-1, signal.SIGKILL)  # every other process of this kernel
+time.sleep(60)  # stopped at the cell's limit; the others are graded
 """
 SCRIPT_LINK = "[derivation](java&#x73;cript:alert(document.cookie))"
 # download names (bytes: one is Latin-1) -> what becomes of them
@@ -529,7 +528,10 @@ def test_one_submission_never_costs_a_classmate(tmp_path):
     released = nbformat.read(release.generate(
         ASSIGNMENT, root=course, destination=course / "chapters"
         / ASSIGNMENT) / f"{NAME}.ipynb", 4)
-    right = _answer(released, RIGHT)
+    # a right answer that computes for a while (a few tenths of a second
+    # of CPU), once the hog, graded first, is running
+    right = _answer(released, RIGHT + "import time\ntime.sleep(3)\n"
+                    "_ = sum(range(3 * 10**7))\n")
     _cell(right, "q_softmax_shift").source = SCRIPT_LINK
     archive = tmp_path / "downloads" / ASSIGNMENT / "archive"
     archive.mkdir(parents=True)
@@ -548,8 +550,7 @@ def test_one_submission_never_costs_a_classmate(tmp_path):
         folder = course / "submitted" / "ahog" / ASSIGNMENT
         folder.mkdir(parents=True)
         nbformat.write(_answer(released, HOG), folder / f"{NAME}.ipynb")
-    options = Options(root=course, timeout=30, progress=False, jobs=2,
-                      collect=tmp_path / "downloads")
+    options = _options(course, jobs=2, collect=tmp_path / "downloads")
     outcomes = grade_class(options)
     shown = summary(outcomes)
     print(shown)
