@@ -36,9 +36,11 @@ COPY_BACK = {"max_depth": 8, "max_files": 200, "max_bytes": 16 * 2**20}
 CPUS = 1.0  # CPUs one kernel may use at once (kernels run one thread)
 CPU_S = 600  # CPU seconds one kernel may use in all
 WATCH_S = 0.5  # seconds between two readings of a kernel's CPU time
-# Seconds a kernel spent stopped at its own CPU quota past which its
-# slowness is its own doing, not the machine's
+# A kernel's slowness is its own doing, not the machine's, when it was
+# stopped at its own CPU quota for THROTTLED_S seconds, or ran more than
+# CROWD processes that used THROTTLED_S CPU seconds
 THROTTLED_S = 2.0
+CROWD = 16
 
 
 def _libc():
@@ -135,9 +137,12 @@ class Box:
         self.kind, self.groups = cgroup.plan(f"course-kernel-{uid}")
         self.mounted = False
         self.watch = None
-        # of the last kernel: whether it spent its CPU budget, and the
-        # seconds it was stopped at its CPU quota
-        self.spent, self.throttled = False, 0.0
+        # of the last kernel: whether it spent its CPU budget, the
+        # seconds it was stopped at its CPU quota, the CPU seconds its
+        # processes used (None: not counted), the most processes it ran
+        # at once (as seen every WATCH_S)
+        self.spent, self.throttled, self.used = False, 0.0, None
+        self.crowd = 0
 
     @property
     def ipc_prefix(self):
@@ -153,13 +158,13 @@ class Box:
         mount_tmpfs(self.folder, self.disk_mb)
         self.mounted = True
         layout(self.folder, self.uid)
-        self.spent, self.throttled = False, 0.0
+        self.spent, self.throttled, self.used = False, 0.0, None
+        self.crowd = 0
         if self.groups:
             cgroup.create(self.groups, memory_mb=self.memory_mb,
                           pids=self.pids, cpus=self.cpus)
-            if self.cpu_s and cgroup.usage(self.groups) is not None:
-                self.watch = _Budget(self.groups, self.cpu_s)
-                self.watch.start()
+            self.watch = _Watch(self.groups, self.cpu_s)
+            self.watch.start()
         return files.copy_tree(source, self.folder / "work",
                                owner=(self.uid, self.uid), max_files=1000,
                                max_bytes=self.disk_mb * 2**20)
@@ -173,13 +178,15 @@ class Box:
         if self.watch is not None:
             self.watch.stop.set()
             self.watch.join()
-            self.spent, self.watch = self.watch.spent, None
+            self.spent, self.crowd = self.watch.spent, self.watch.crowd
+            self.watch = None
         if self.spent:
             notes.append(f"the submission used its {self.cpu_s:g} s of "
                          "CPU time: every process of its kernel was "
                          "stopped")
         if self.groups:
             self.throttled = cgroup.throttled(self.groups)
+            self.used = cgroup.usage(self.groups)
             cgroup.kill(*self.groups)
         if not kill_user(self.uid):
             notes.append("processes of the kernel could not be stopped")
@@ -208,18 +215,21 @@ class Box:
         return notes
 
 
-class _Budget(threading.Thread):
-    """Kill the kernel's processes once their groups have used ``cpu_s``
-    CPU seconds (no control group counts CPU time against a limit)."""
+class _Watch(threading.Thread):
+    """Every ``WATCH_S``: count the kernel's processes (``crowd``, the
+    most at once) and, past ``cpu_s`` CPU seconds in all, kill them
+    (``spent``): no control group counts CPU time against a limit."""
 
     def __init__(self, groups, cpu_s):
-        super().__init__(daemon=True, name="cpu-budget")
+        super().__init__(daemon=True, name="kernel-watch")
         self.groups, self.cpu_s = groups, cpu_s
-        self.stop, self.spent = threading.Event(), False
+        self.stop, self.spent, self.crowd = threading.Event(), False, 0
 
     def run(self):
         while not self.stop.wait(WATCH_S):
-            if (cgroup.usage(self.groups) or 0.0) > self.cpu_s:
+            self.crowd = max(self.crowd, len(cgroup.members(self.groups)))
+            if self.cpu_s and (cgroup.usage(self.groups) or 0.0) > \
+                    self.cpu_s:
                 self.spent = True
                 cgroup.kill(*self.groups)
                 return

@@ -483,14 +483,18 @@ def _why_failed(result):
 
 def _kernel_to_blame():
     """Whether the last kernel's slowness was its own doing: it spent its
-    CPU budget, or was stopped at its CPU quota for a while (it ran more
-    processes than its share)."""
+    CPU budget, was stopped at its CPU quota for a while, or its own
+    crowd of processes used the CPU of its control group. Otherwise the
+    machine was busy."""
     kernel_box = _SANDBOX.get("box")
     if kernel_box is None:
         return False
     from course_tools.classroom import box
 
-    return kernel_box.spent or kernel_box.throttled > box.THROTTLED_S
+    crowded = kernel_box.crowd > box.CROWD and \
+        (kernel_box.used or 0.0) > box.THROTTLED_S
+    return (kernel_box.spent or kernel_box.throttled > box.THROTTLED_S
+            or crowded)
 
 
 def grade(task, settings):
@@ -533,7 +537,8 @@ def grade(task, settings):
                 why = (f"not graded: {why}, on a busy machine; nothing "
                        "was recorded: the next run grades it")
             elif waited:
-                why += " (it used its whole share of the CPU)"
+                why += (" (its own processes took its share of the "
+                        "CPU)")
             reasons.append(why)
         folder = (course_root / task["autograded_dir"] / task["student"]
                   / task["assignment"])
