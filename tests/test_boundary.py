@@ -217,3 +217,82 @@ def test_a_written_answer_is_sanitised_by_allow_list(source, counted):
     assert "<img" not in shown  # an image, or a tag, only as text
     if "$" in source:
         assert "$N_q &lt; N_k$" in shown  # mathematics kept for MathJax
+
+
+def test_a_timeout_on_the_graders_side_is_never_a_zero(monkeypatch):
+    """nbgrader gave up waiting on the kernel: the machine's failure
+    (nothing recorded, graded on the next run) unless the kernel's slowness
+    was its own (its CPU budget spent, held at its quota, or a crowd of
+    its own busy processes); a kernel that died is the submission's."""
+    from types import SimpleNamespace
+
+    iopub = {"error": "CellTimeoutError: A cell timed out while it was "
+             "being executed, after 20 seconds.\nTimeout waiting for "
+             "IOPub output"}
+    start = {"error": "RuntimeError: Kernel didn't respond in 120 seconds"}
+    died = {"error": "DeadKernelError: Kernel died"}
+    assert worker._why_failed(iopub)[1] and worker._why_failed(start)[1]
+    assert not worker._why_failed(died)[1]
+    calm = dict(spent=False, throttled=0.0, used=0.4, crowd=2)
+    for changes, blamed in [({}, False), ({"spent": True}, True),
+                            ({"throttled": 5.0}, True),
+                            ({"crowd": 400, "used": 8.0}, True),
+                            ({"crowd": 400, "used": 0.5}, False)]:
+        monkeypatch.setitem(worker._SANDBOX, "box",
+                            SimpleNamespace(**{**calm, **changes}))
+        assert worker._kernel_to_blame() is blamed, changes
+
+
+def _busy_group(tmp_path, name):
+    from course_tools.classroom import cgroup
+
+    if os.geteuid() != 0:
+        pytest.skip("control groups are root's to make")
+    kind, folders = cgroup.plan(name)
+    if not cgroup.cpu_limited(folders):
+        pytest.skip(f"no CPU control group can be made here ({kind})")
+    assert cgroup.create(folders, memory_mb=256, pids=64, cpus=1.0) == []
+    script = ("import os\nfor _ in range(4):\n    if os.fork() == 0:\n"
+              "        os.setsid()\n        while True:\n            pass\n"
+              "os.wait()\n")
+    child = subprocess.Popen([sys.executable, "-c", script],
+                             preexec_fn=lambda: cgroup.join(folders))
+    return folders, child
+
+
+def test_a_kernels_processes_share_one_cpu(tmp_path):
+    """Four busy processes, each in a session of its own, in one
+    kernel's control group: one CPU between them, however many there
+    are, and none can leave it."""
+    import time
+
+    from course_tools.classroom import cgroup
+
+    folders, child = _busy_group(tmp_path, f"course-kernel-t{os.getpid()}")
+    try:
+        start = time.monotonic()
+        time.sleep(1.5)
+        used, elapsed = cgroup.usage(folders), time.monotonic() - start
+        assert len(cgroup.members(folders)) == 5
+        assert used <= 1.1 * elapsed + 0.2, (used, elapsed)
+    finally:
+        cgroup.remove(folders)
+        child.wait()
+    assert not any(os.path.exists(f) for f in folders)
+
+
+def test_a_kernel_past_its_cpu_budget_is_stopped(tmp_path):
+    from course_tools.classroom import box, cgroup
+
+    folders, child = _busy_group(tmp_path, f"course-kernel-b{os.getpid()}")
+    watch = box._Watch(folders, 0.5)
+    watch.start()
+    try:
+        watch.join(timeout=60)
+        assert watch.spent and watch.crowd == 5
+        assert cgroup.members(folders) == set()
+        assert cgroup.usage(folders) > 0.5
+        assert child.wait(timeout=10) == -9
+    finally:
+        watch.stop.set()
+        cgroup.remove(folders)
