@@ -177,6 +177,7 @@ def test_strings_from_a_submission_are_printable():
 @pytest.mark.parametrize("source, counted", [
     ("Cost: $N_q < N_k$, so $a<b$ and x < 3.", False),
     ("See [the paper](https://arxiv.org/abs/1706.03762).", False),
+    ("A filler token, written `<pad>` here; `a[0](x)` in code.", False),
     ("<img src=x onerror=\"alert(1)\">", True),
     ("a <!-- comment --> b", True),
     ("</div> closes", True),

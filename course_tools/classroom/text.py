@@ -12,6 +12,7 @@ student wrote before an instructor opens the notebook in a browser:
 each markdown cell becomes sanitised HTML (:func:`render_markdown`).
 """
 
+import functools
 import re
 import unicodedata
 
@@ -22,8 +23,11 @@ SAFE_MIMES = ("text/plain", "image/png", "image/jpeg", "image/gif",
 REMOVED = "[grader: an output of type {mimes} was removed: it could run " \
     "in the instructor's browser]"
 # how HTML opens a tag (a name, then a space, "/" or ">"), closes one, or
-# opens a comment or a declaration
-TAG = re.compile(r"<(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/>])|/[A-Za-z]|[!?])")
+# opens a comment or a declaration, once escaped as text
+ESCAPED_TAG = re.compile(
+    r"&lt;(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/]|&gt;)|/[A-Za-z]|[!?])")
+CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.S)
+HREF = re.compile(r"<a href=\"([^\"]*)\"")
 # what a written answer may be once rendered: text, emphasis, lists,
 # tables, code and links to these schemes (no image: a picture from
 # elsewhere would tell its server when the instructor reads the answer)
@@ -35,8 +39,6 @@ ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"},
               "th": {"align"}, "td": {"align"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 ANSWER_CLASS = "course-written-answer"
-# a markdown link or autolink, counted to tell whether one was dropped
-LINK = re.compile(r"\]\(|<[A-Za-z][A-Za-z0-9+.-]*:[^\s<>]*>")
 
 
 def safe(value, limit=MAX):
@@ -82,7 +84,9 @@ def _student_cell(cell):
 
 
 def render_markdown(source):
-    """A student's markdown as HTML that can do nothing but be read.
+    """A student's markdown as HTML that can do nothing but be read, and
+    whether anything active was taken out (its own HTML, now text; a
+    link to another scheme, an image).
 
     Rendered as Jupyter renders it (nbconvert's mistune, mathematics kept
     as ``$...$`` text for MathJax), with the student's own HTML escaped
@@ -93,43 +97,44 @@ def render_markdown(source):
     an HTML block through as it is.
     """
     import nh3
+
+    html = _markdown()(source)
+    clean = nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES,
+                      url_schemes=URL_SCHEMES, url_relative="deny",
+                      link_rel="noopener noreferrer nofollow")
+    text = CODE.sub("", html)  # a tag named in code is no markup
+    removed = bool(ESCAPED_TAG.search(text)) or "<img" in html or any(
+        href.split(":")[0] not in URL_SCHEMES or ":" not in href
+        for href in HREF.findall(html))
+    return (f"<div class=\"{ANSWER_CLASS}\">"
+            + clean.strip().replace("\r", "").replace("\n", "&#10;")
+            + "</div>"), removed
+
+
+@functools.cache
+def _markdown():
+    """nbconvert's markdown renderer, the student's HTML escaped."""
     from nbconvert.filters.markdown_mistune import (
         IPythonRenderer,
         MarkdownWithMath,
     )
 
-    html = MarkdownWithMath(renderer=IPythonRenderer(
-        escape=True, allow_harmful_protocols=False)).render(source)
-    clean = nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES,
-                      url_schemes=URL_SCHEMES, url_relative="deny",
-                      link_rel="noopener noreferrer nofollow")
-    return (f"<div class=\"{ANSWER_CLASS}\">"
-            + clean.strip().replace("\r", "").replace("\n", "&#10;")
-            + "</div>")
-
-
-def clean_markdown(source):
-    """:func:`render_markdown`, and whether it removed anything active
-    (an HTML tag the student wrote, now text; a link to a scheme other
-    than ``URL_SCHEMES``, an image)."""
-    html = render_markdown(source)
-    removed = bool(TAG.search(source)) or html.count(" href=") < \
-        len(LINK.findall(source)) or "![" in source
-    return html, removed
+    return MarkdownWithMath(renderer=IPythonRenderer(
+        escape=True, allow_harmful_protocols=False)).render
 
 
 def clean_notebook(nb):
     """In place: every output of a code cell keeps only the types of
     ``SAFE_MIMES`` (HTML, JavaScript, SVG, Markdown and LaTeX outputs go,
-    with a note); markdown the student could write is escaped
-    (:func:`clean_markdown`) and loses its attachments. Return how many
-    things were removed."""
+    with a note); markdown the student could write becomes sanitised
+    HTML (:func:`render_markdown`) and loses its attachments. Return how
+    many things were removed."""
     removed = 0
     for cell in nb.cells:
         if cell.cell_type == "markdown" and _student_cell(cell):
-            # only a tag or a link or image dropped counts as removed
-            # ("$a < b$" in a written answer is no markup)
-            cell.source, dropped = clean_markdown(cell.source)
+            # only a tag, a link or an image taken out counts as removed
+            # ("$a < b$" or `<pad>` in a written answer is no markup)
+            cell.source, dropped = render_markdown(cell.source)
             removed += dropped
             if cell.get("attachments"):
                 cell.attachments = {}
