@@ -36,7 +36,9 @@ def parse(argv):
     parser.add_argument("--memory-mb", type=int, default=3072,
                         help="address space of a kernel (default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
-                        help="seconds for one submission (default: 900)")
+                        help="seconds for one submission; past them it "
+                        "is left ungraded, the machine's failure, and the "
+                        "next run grades it (default: 900)")
     parser.add_argument("--run-tagged", action="store_true",
                         help="also run the narrative cells tagged "
                         "skip-when-grading (skipped by default)")

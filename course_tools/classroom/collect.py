@@ -7,11 +7,16 @@ assignment, whatever it holds: a notebook (or any other file) is copied
 to ``submitted/<student>/<assignment>/<file_id>``; a zip archive is
 unpacked there, flattened (its folders dropped), by :mod:`.archive`.
 Nothing inside an archive chooses a student, an assignment or a place to
-write. One download counts per student and assignment: the newest.
+write. A student id is letters, digits, ".", "_" and "-"
+(:data:`course.STUDENT_ID`): a download that names anything else (a
+comma that would be a CSV column, a formula, a letter not in ASCII) is
+not collected, and the report says why. File names are bytes, shown
+escaped. One download counts per student and assignment: the newest.
 
 What went wrong becomes a reason of that student (a rejected download
-leaves an empty folder, graded 0 like a missing notebook) or, for a file
-of nobody, a line of the report; nothing stops the batch.
+leaves an empty folder, graded 0 like a missing notebook; any error in
+bringing it in is a line of the report naming the student) or, for a
+file of nobody, a line of the report; nothing stops the batch.
 ``submitted/.collected.json`` remembers the download each folder came
 from and its reasons: collecting again changes nothing, a folder is
 replaced only by a newer download, and the grader reads the reasons.
