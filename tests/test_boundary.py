@@ -297,3 +297,17 @@ def test_a_kernel_past_its_cpu_budget_is_stopped(tmp_path):
     finally:
         watch.stop.set()
         cgroup.remove(folders)
+
+
+def test_a_submission_that_cannot_be_read_is_that_students_alone(tmp_path):
+    class Idle:
+        def scheduler_info(self):
+            return {"workers": {"tcp://a:1": {"nthreads": 1}}}
+
+    tasks = [{"assignment": "a", "student": s, "submission": str(
+        tmp_path / s)} for s in ("gone", "vanished")]
+    found = list(cluster.run(Idle(), tasks, templates={}, settings={},
+                             limit_s=1))
+    assert [(t["student"], r["status"]) for t, r in found] == [
+        ("gone", "ungraded"), ("vanished", "ungraded")]
+    assert "could not be read" in found[0][1]["reasons"][0]

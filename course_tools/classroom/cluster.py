@@ -37,7 +37,6 @@ import sys
 import tempfile
 import threading
 import uuid
-from itertools import islice
 from pathlib import Path
 
 from course_tools.classroom import parcel
@@ -232,11 +231,18 @@ def run(client, tasks, *, templates, settings, limit_s):
     batch = uuid.uuid4().hex[:8]
     queued = iter(enumerate(tasks))
     futures = {}
+    unread = []  # (task, result) of submissions that could not be read
 
     def submit(k, task):
-        submission = parcel.pack_submission(
-            task["submission"], max_notebook=_max_notebook(),
-            max_file=_max_file())
+        try:
+            submission = parcel.pack_submission(
+                task["submission"], max_notebook=_max_notebook(),
+                max_file=_max_file())
+        except (OSError, ValueError) as error:  # this one alone
+            unread.append((task, ungraded(
+                task, f"not graded: its folder could not be read "
+                f"({error}); the next run tries again")))
+            return None
         wire = {key: value for key, value in task.items()
                 if key not in ("submission", "template", "template_db",
                                "work", "collected")}
@@ -247,9 +253,24 @@ def run(client, tasks, *, templates, settings, limit_s):
         futures[future] = task
         return future
 
-    window = max(1, IN_FLIGHT * threads)
-    pending = as_completed([submit(k, task)
-                            for k, task in islice(queued, window)])
+    def start(count):
+        """Up to ``count`` more futures, past the unreadable ones."""
+        started = []
+        while len(started) < count:
+            more = next(queued, None)
+            if more is None:
+                break
+            future = submit(*more)
+            if future is not None:
+                started.append(future)
+        return started
+
+    def drain():
+        while unread:
+            yield unread.pop(0)
+
+    pending = as_completed(start(max(1, IN_FLIGHT * threads)))
+    yield from drain()
     for future in pending:
         task = futures.pop(future)
         try:
@@ -257,10 +278,10 @@ def run(client, tasks, *, templates, settings, limit_s):
         except Exception as error:  # KilledWorker, a refusal
             result = ungraded(task, _why_lost(error))
         future.release()
-        more = next(queued, None)
-        if more is not None:
-            pending.add(submit(*more))
+        for more in start(1):
+            pending.add(more)
         yield task, result
+        yield from drain()
 
 
 def _max_notebook():

@@ -270,7 +270,19 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                     0.0, result["reasons"]))
                 bar.update(1)
                 continue
-            outcome = _store(course, gradebook, templates, task, result)
+            try:
+                outcome = _store(course, gradebook, templates, task,
+                                 result)
+            except Exception as error:  # noqa: BLE001 - this one alone
+                gradebook.db.rollback()
+                outcomes.append(Outcome(
+                    task["assignment"], task["student"], "ungraded", 0.0,
+                    0.0, result["reasons"] + [
+                        f"not graded: its result could not be stored "
+                        f"({type(error).__name__}: {error}); the next "
+                        "run grades it"]))
+                bar.update(1)
+                continue
             outcomes.append(outcome)
             state["submissions"][f"{task['assignment']}/"
                                  f"{task['student']}"] = {
