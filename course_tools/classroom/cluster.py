@@ -269,8 +269,11 @@ def run(client, tasks, *, templates, settings, limit_s):
         while unread:
             yield unread.pop(0)
 
-    pending = as_completed(start(max(1, IN_FLIGHT * threads)))
+    first = start(max(1, IN_FLIGHT * threads))
     yield from drain()
+    if not first:  # every one unreadable
+        return
+    pending = as_completed(first)
     for future in pending:
         task = futures.pop(future)
         try:
