@@ -311,3 +311,13 @@ def test_a_submission_that_cannot_be_read_is_that_students_alone(tmp_path):
     assert [(t["student"], r["status"]) for t, r in found] == [
         ("gone", "ungraded"), ("vanished", "ungraded")]
     assert "could not be read" in found[0][1]["reasons"][0]
+
+
+def test_the_instructors_own_markdown_is_kept_as_written():
+    mine = "A `<pad>` token, <b>bold</b> as the instructor wrote it."
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(mine),
+        nbformat.v4.new_markdown_cell(mine + " <img src=x>")])
+    assert text.clean_notebook(notebook, frozenset([mine])) == 1
+    assert notebook.cells[0].source == mine
+    assert text.ANSWER_CLASS in notebook.cells[1].source

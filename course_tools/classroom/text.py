@@ -123,15 +123,17 @@ def _markdown():
         escape=True, allow_harmful_protocols=False)).render
 
 
-def clean_notebook(nb):
+def clean_notebook(nb, trusted=frozenset()):
     """In place: every output of a code cell keeps only the types of
     ``SAFE_MIMES`` (HTML, JavaScript, SVG, Markdown and LaTeX outputs go,
     with a note); markdown the student could write becomes sanitised
-    HTML (:func:`render_markdown`) and loses its attachments. Return how
-    many things were removed."""
+    HTML (:func:`render_markdown`) and loses its attachments, unless its
+    source is one of ``trusted`` (the released notebook's own markdown,
+    as the instructor wrote it). Return how many things were removed."""
     removed = 0
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and _student_cell(cell):
+        if (cell.cell_type == "markdown" and _student_cell(cell)
+                and cell.source not in trusted):
             # only a tag, a link or an image taken out counts as removed
             # ("$a < b$" or `<pad>` in a written answer is no markup)
             cell.source, dropped = render_markdown(cell.source)

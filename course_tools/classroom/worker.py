@@ -356,9 +356,11 @@ def _notebook(graded):
     return graded, None
 
 
-def read_graded(graded, timeout):
+def read_graded(graded, timeout, released=None):
     """Messages and pass lines per grade cell, and events; cuts long
-    outputs in the graded notebook (a path, or the notebook) in place.
+    outputs in the graded notebook (a path, or the notebook) in place
+    and sanitises what the student wrote (``text.clean_notebook``; the
+    markdown of the ``released`` notebook is the instructor's).
     The grader's remarks for the instructor (``instructor_notes``) are
     taken out of the graded notebook: they never reach the student."""
     notebook, path = _notebook(graded)
@@ -396,7 +398,9 @@ def read_graded(graded, timeout):
                 o.get("data", {}).get("text/plain", "")
                 for o in cell.outputs
                 if PASSED in str(o.get("data", {}).get("text/plain", ""))]
-    if clean_notebook(notebook):
+    trusted = frozenset(c.source for c in getattr(released, "cells", [])
+                        if c.cell_type == "markdown")
+    if clean_notebook(notebook, trusted):
         events.append("active content (HTML, JavaScript, SVG, markup) "
                       "removed from the graded notebook")
     if path is not None:
@@ -556,7 +560,9 @@ def grade(task, settings):
                                "fix the grading environment and run again")
             result["instructor"] += instructor_notes(graded)
             messages, passed, events = read_graded(
-                graded, settings["timeout"])
+                graded, settings["timeout"], _released(
+                    Path(task["template"]) / task["release_dir"]
+                    / task["assignment"] / f"{name}.ipynb"))
             lean.write_kept(graded, path)
             result["messages"][name] = messages
             result["passed"][name] = passed
