@@ -126,10 +126,15 @@ def plan(name):
 
 def cpu_limited(folders):
     """Whether groups made at ``folders`` get a CPU quota."""
-    return any(os.path.exists(os.path.join(os.path.dirname(f), name))
-               or name == "cpu.max" and "cpu" in _read(os.path.join(
-                   os.path.dirname(f), "cgroup.subtree_control")).split()
-               for f in folders for name in ("cpu.max", "cpu.cfs_quota_us"))
+    for folder in folders:
+        parent = os.path.dirname(folder)
+        control = os.path.join(parent, "cgroup.subtree_control")
+        if os.path.exists(control):  # v2: handed down, or not
+            if "cpu" in _read(control).split():
+                return True
+        elif os.path.exists(os.path.join(parent, "cpu.cfs_quota_us")):
+            return True
+    return False
 
 
 def create(folders, *, memory_mb, pids, cpus=1.0):
