@@ -246,9 +246,9 @@ def _api(course_root, db, timeout, skip_tag=NEVER):
     config.CourseDirectory.db_url = f"sqlite:///{db}"
     config.Execute.timeout = timeout
     # how long the outputs of a cell may come after its reply: waiting
-    # longer costs nothing when they come, and past it the submission is
-    # not graded (the machine's fault unless the kernel used its whole
-    # share of the CPU: grade)
+    # longer costs nothing when they come; past it the submission is
+    # left ungraded, the machine's failure, unless the kernel's slowness
+    # was its own (_kernel_to_blame)
     config.Execute.iopub_timeout = IOPUB_TIMEOUT_S
     config.Execute.interrupt_on_timeout = True
     config.Execute.kernel_name = "python3"
