@@ -321,3 +321,34 @@ def test_the_instructors_own_markdown_is_kept_as_written():
     assert text.clean_notebook(notebook, frozenset([mine])) == 1
     assert notebook.cells[0].source == mine
     assert text.ANSWER_CLASS in notebook.cells[1].source
+
+
+def test_grades_csv_keeps_each_cell_in_its_column_and_no_formula(
+        tmp_path):
+    """Whatever the gradebook holds (names typed by an instructor or an
+    LMS, ids that came before the allow-list), each row of grades.csv
+    has nbgrader's 11 columns and no cell a spreadsheet would run."""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    from course_tools.classroom import course, record
+
+    course.alembic_head_in_process()
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as book:
+        book.update_or_create_assignment("00_tiny")
+        book.update_or_create_student(
+            "mallory,Doe,Mal,,16.0,16.0", first_name="=HYPERLINK(\"x\")",
+            last_name="Doe, \"Jr\"\nIII", email="@SUM(A1)")
+        book.update_or_create_student("alice", first_name="+1",
+                                      last_name="-2", email="\tx")
+        record.export_csv(book, tmp_path / "grades.csv")
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == list(record.COLUMNS)
+    assert [len(r) for r in rows] == [11, 11, 11]
+    found = {r[3]: r for r in rows[1:]}
+    assert found["mallory,Doe,Mal,,16.0,16.0"][4:7] == [
+        "Doe, \"Jr\"\nIII", "'=HYPERLINK(\"x\")", "'@SUM(A1)"]
+    assert found["alice"][4:7] == ["'-2", "'+1", "'\tx"]
+    assert found["alice"][7:] == ["0.0", "0.0", "0.0", "0.0"]
