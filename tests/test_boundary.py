@@ -176,18 +176,179 @@ def test_strings_from_a_submission_are_printable():
 
 @pytest.mark.parametrize("source, counted", [
     ("Cost: $N_q < N_k$, so $a<b$ and x < 3.", False),
+    ("See [the paper](https://arxiv.org/abs/1706.03762).", False),
+    ("A filler token, written `<pad>` here; `a[0](x)` in code.", False),
     ("<img src=x onerror=\"alert(1)\">", True),
     ("a <!-- comment --> b", True),
     ("</div> closes", True),
     ("[x](javascript:alert(1))", True),
+    ("[derivation](java&#x73;cript:alert(1))", True),
+    ("[x](data:text/html;base64,PHNjcmlwdD4=)", True),
+    ("<javascript:alert(1)>", True),
+    ("![pixel](https://example.org/track.png)", True),
 ])
-def test_markup_in_a_written_answer_is_escaped_and_only_tags_count(
-        source, counted):
-    """Every ``<`` a student's markdown holds is escaped, but only a tag
-    or a script link is reported as active content removed: a ``<`` in
-    mathematics is no markup, and its note would be on every notebook."""
+def test_a_written_answer_is_sanitised_by_allow_list(source, counted):
+    """A student's markdown becomes HTML of the allowed tags alone, with
+    links to http, https and mailto only, and stays so when the
+    formgrader renders it again; only a tag, a link or an image removed
+    is reported (a ``<`` in mathematics is no markup, and its note would
+    be on every notebook)."""
+    from html.parser import HTMLParser
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell(source)])
     assert bool(text.clean_notebook(notebook)) is counted
     cleaned = notebook.cells[0].source
-    assert "<" not in cleaned and cleaned.count("&lt;") == source.count("<")
+    shown = markdown2html_mistune(cleaned)  # as the formgrader does
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, dict(attrs)))
+
+    Tags().feed(shown)
+    assert found and found[0] == ("div", {"class": text.ANSWER_CLASS})
+    for tag, attrs in found[1:]:
+        assert tag in text.TAGS, (tag, shown)
+        assert set(attrs) <= text.ATTRIBUTES.get(tag, set()) | {"rel"}
+        if "href" in attrs:
+            assert attrs["href"].split(":")[0] in text.URL_SCHEMES
+    assert "<img" not in shown  # an image, or a tag, only as text
+    if "$" in source:
+        assert "$N_q &lt; N_k$" in shown  # mathematics kept for MathJax
+
+
+def test_a_timeout_on_the_graders_side_is_never_a_zero(monkeypatch):
+    """nbgrader gave up waiting on the kernel: the machine's failure
+    (nothing recorded, graded on the next run) unless the kernel's slowness
+    was its own (its CPU budget spent, held at its quota, or a crowd of
+    its own busy processes); a kernel that died is the submission's."""
+    from types import SimpleNamespace
+
+    iopub = {"error": "CellTimeoutError: A cell timed out while it was "
+             "being executed, after 20 seconds.\nTimeout waiting for "
+             "IOPub output"}
+    start = {"error": "RuntimeError: Kernel didn't respond in 120 seconds"}
+    died = {"error": "DeadKernelError: Kernel died"}
+    assert worker._why_failed(iopub)[1] and worker._why_failed(start)[1]
+    assert not worker._why_failed(died)[1]
+    calm = dict(spent=False, throttled=0.0, used=0.4, crowd=2)
+    for changes, blamed in [({}, False), ({"spent": True}, True),
+                            ({"throttled": 5.0}, True),
+                            ({"crowd": 400, "used": 8.0}, True),
+                            ({"crowd": 400, "used": 0.5}, False)]:
+        monkeypatch.setitem(worker._SANDBOX, "box",
+                            SimpleNamespace(**{**calm, **changes}))
+        assert worker._kernel_to_blame() is blamed, changes
+
+
+def _busy_group(tmp_path, name):
+    from course_tools.classroom import cgroup
+
+    if os.geteuid() != 0:
+        pytest.skip("control groups are root's to make")
+    kind, folders = cgroup.plan(name)
+    if not cgroup.cpu_limited(folders):
+        pytest.skip(f"no CPU control group can be made here ({kind})")
+    assert cgroup.create(folders, memory_mb=256, pids=64, cpus=1.0) == []
+    script = ("import os\nfor _ in range(4):\n    if os.fork() == 0:\n"
+              "        os.setsid()\n        while True:\n            pass\n"
+              "os.wait()\n")
+    child = subprocess.Popen([sys.executable, "-c", script],
+                             preexec_fn=lambda: cgroup.join(folders))
+    return folders, child
+
+
+def test_a_kernels_processes_share_one_cpu(tmp_path):
+    """Four busy processes, each in a session of its own, in one
+    kernel's control group: one CPU between them, however many there
+    are, and none can leave it."""
+    import time
+
+    from course_tools.classroom import cgroup
+
+    folders, child = _busy_group(tmp_path, f"course-kernel-t{os.getpid()}")
+    try:
+        start = time.monotonic()
+        time.sleep(1.5)
+        used, elapsed = cgroup.usage(folders), time.monotonic() - start
+        assert len(cgroup.members(folders)) == 5
+        assert used <= 1.1 * elapsed + 0.2, (used, elapsed)
+    finally:
+        cgroup.remove(folders)
+        child.wait()
+    assert not any(os.path.exists(f) for f in folders)
+
+
+def test_a_kernel_past_its_cpu_budget_is_stopped(tmp_path):
+    from course_tools.classroom import box, cgroup
+
+    folders, child = _busy_group(tmp_path, f"course-kernel-b{os.getpid()}")
+    watch = box._Watch(folders, 0.5)
+    watch.start()
+    try:
+        watch.join(timeout=60)
+        assert watch.spent and watch.crowd == 5
+        assert cgroup.members(folders) == set()
+        assert cgroup.usage(folders) > 0.5
+        assert child.wait(timeout=10) == -9
+    finally:
+        watch.stop.set()
+        cgroup.remove(folders)
+
+
+def test_a_submission_that_cannot_be_read_is_that_students_alone(tmp_path):
+    class Idle:
+        def scheduler_info(self):
+            return {"workers": {"tcp://a:1": {"nthreads": 1}}}
+
+    tasks = [{"assignment": "a", "student": s, "submission": str(
+        tmp_path / s)} for s in ("gone", "vanished")]
+    found = list(cluster.run(Idle(), tasks, templates={}, settings={},
+                             limit_s=1))
+    assert [(t["student"], r["status"]) for t, r in found] == [
+        ("gone", "ungraded"), ("vanished", "ungraded")]
+    assert "could not be read" in found[0][1]["reasons"][0]
+
+
+def test_the_instructors_own_markdown_is_kept_as_written():
+    mine = "A `<pad>` token, <b>bold</b> as the instructor wrote it."
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(mine),
+        nbformat.v4.new_markdown_cell(mine + " <img src=x>")])
+    assert text.clean_notebook(notebook, frozenset([mine])) == 1
+    assert notebook.cells[0].source == mine
+    assert text.ANSWER_CLASS in notebook.cells[1].source
+
+
+def test_grades_csv_keeps_each_cell_in_its_column_and_no_formula(
+        tmp_path):
+    """Whatever the gradebook holds (names typed by an instructor or an
+    LMS, ids that came before the allow-list), each row of grades.csv
+    has nbgrader's 11 columns and no cell a spreadsheet would run."""
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    from course_tools.classroom import course, record
+
+    course.alembic_head_in_process()
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as book:
+        book.update_or_create_assignment("00_tiny")
+        book.update_or_create_student(
+            "mallory,Doe,Mal,,16.0,16.0", first_name="=HYPERLINK(\"x\")",
+            last_name="Doe, \"Jr\"\nIII", email="@SUM(A1)")
+        book.update_or_create_student("alice", first_name="+1",
+                                      last_name="-2", email="\tx")
+        record.export_csv(book, tmp_path / "grades.csv")
+    with open(tmp_path / "grades.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == list(record.COLUMNS)
+    assert [len(r) for r in rows] == [11, 11, 11]
+    found = {r[3]: r for r in rows[1:]}
+    assert found["mallory,Doe,Mal,,16.0,16.0"][4:7] == [
+        "Doe, \"Jr\"\nIII", "'=HYPERLINK(\"x\")", "'@SUM(A1)"]
+    assert found["alice"][4:7] == ["'-2", "'+1", "'\tx"]
+    assert found["alice"][7:] == ["0.0", "0.0", "0.0", "0.0"]

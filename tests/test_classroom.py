@@ -414,10 +414,12 @@ def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
     nbformat.write(_answer(nbformat.read(path, 4),
                            "import time\ntime.sleep(5)\n" + RIGHT), path)
     (outcome,) = grade_class(_options(course, jobs=1, submission_timeout=2))
-    assert outcome.status == "failed" and outcome.score == 0
-    assert outcome.reasons == ["grading took more than 2 s: stopped"]
-    assert _scores(f"sqlite:///{course / 'gradebook.db'}")["right"][
-        "test_softmax"] == 0
+    # a limit on the grader's side, in wall time: the machine's failure,
+    # never a 0 (the kernel's own time is held by its CPU budget)
+    assert outcome.status == "ungraded" and outcome.score == 0
+    assert outcome.reasons == ["not graded: grading took more than 2 s: "
+                               "stopped; the next run grades it"]
+    assert "right" not in _scores(f"sqlite:///{course / 'gradebook.db'}")
 
 
 def test_one_grading_run_at_a_time(tmp_path):
@@ -480,3 +482,120 @@ def test_a_worker_that_cannot_grade_the_solution_grades_nobody(tmp_path):
         grade_class(_options(course, jobs=1))
     assert not (course / "autograded").exists()
     assert not (course / "grades.csv").exists()
+
+
+# Many busy processes, each in a session of its own (the scheduler's
+# autogroups would give each as much CPU as a classmate's whole kernel).
+HOG = RIGHT + """
+import os, subprocess, time
+subprocess.Popen(["/bin/sh", "-c", "for i in $(seq 400); do setsid "
+                  "/bin/sh -c 'while :; do :; done' & done"])
+time.sleep(4)
+with open("hogs.txt", "w") as handle:  # how many are running
+    handle.write(str(sum(name.isdigit() for name in os.listdir("/proc"))))
+time.sleep(60)  # stopped at the cell's limit; the others are graded
+"""
+SCRIPT_LINK = "[derivation](java&#x73;cript:alert(document.cookie))"
+# download names (bytes: one is Latin-1) -> what becomes of them
+DOWNLOADS = {
+    b"alice_tiny.ipynb": "alice",
+    b"bob_caf\xe9.ipynb": "bob",  # a Latin-1 name from the LMS
+    b"jos\xe9_tiny.ipynb": None,  # refused: not a student id
+    b"mallory,Doe,Mal,,16.0,16.0_tiny.ipynb": None,
+    b'=HYPERLINK("evil")_tiny.ipynb': None,
+}
+
+
+@pytest.mark.e2e
+def test_one_submission_never_costs_a_classmate(tmp_path):
+    """A CPU hog, graded beside honest students, costs them nothing;
+    names that are not UTF-8, a link to ``/proc/self/mem``, ids that
+    would be columns or formulas and a script link in a written answer
+    stop nothing, and each honest student gets full marks, on this run
+    and the next."""
+    import csv
+    import os
+
+    from nbconvert import HTMLExporter
+
+    from course_tools.classroom import cgroup
+
+    course = tmp_path / "course"
+    source = course / "solutions" / ASSIGNMENT
+    source.mkdir(parents=True)
+    nbformat.write(_tiny_source(), source / f"{NAME}.ipynb")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    released = nbformat.read(release.generate(
+        ASSIGNMENT, root=course, destination=course / "chapters"
+        / ASSIGNMENT) / f"{NAME}.ipynb", 4)
+    # a right answer that computes for a while (a few tenths of a second
+    # of CPU), once the hog, graded first, is running
+    right = _answer(released, RIGHT + "import time\ntime.sleep(3)\n"
+                    "_ = sum(range(3 * 10**7))\n")
+    _cell(right, "q_softmax_shift").source = SCRIPT_LINK
+    archive = tmp_path / "downloads" / ASSIGNMENT / "archive"
+    archive.mkdir(parents=True)
+    for name in DOWNLOADS:
+        with open(os.fsencode(archive) + b"/" + name, "w") as handle:
+            nbformat.write(right, handle)
+    carol = course / "submitted" / "carol" / ASSIGNMENT
+    carol.mkdir(parents=True)
+    nbformat.write(right, carol / f"{NAME}.ipynb")
+    with open(os.fsencode(carol) + b"/notes-\xff.txt", "w") as handle:
+        handle.write("my notes")
+    os.symlink("/proc/self/mem", carol / "data.bin")
+    honest = {"alice", "bob", "carol"}
+    hog = cgroup.cpu_limited(cgroup.plan("course-kernel-probe")[1])
+    if hog:  # graded first, beside the others
+        folder = course / "submitted" / "ahog" / ASSIGNMENT
+        folder.mkdir(parents=True)
+        nbformat.write(_answer(released, HOG), folder / f"{NAME}.ipynb")
+    options = _options(course, jobs=2, collect=tmp_path / "downloads")
+    outcomes = grade_class(options)
+    shown = summary(outcomes)
+    print(shown)
+    shown.encode("utf-8")
+    found = {o.student: o for o in outcomes}
+    assert set(found) == honest | ({"ahog"} if hog else set())
+    scores = _scores(f"sqlite:///{course / 'gradebook.db'}")
+    for student in honest:
+        assert found[student].status == "graded", found[student]
+        assert scores[student]["test_softmax"] == 3, found[student]
+    assert "symbolic link skipped: data.bin" in found["carol"].reasons
+    if hog:  # its slowness is its own: graded or failed, never retried
+        outcome = found["ahog"]
+        if outcome.status == "failed":  # nothing it wrote is kept
+            assert "its own processes took its share of the CPU" in \
+                outcome.reasons[0], outcome
+        else:
+            assert outcome.status == "graded", outcome
+            hogs = (course / "autograded" / "ahog" / ASSIGNMENT
+                    / "hogs.txt")
+            assert int(hogs.read_text()) > 100, outcome
+    for name, student in DOWNLOADS.items():
+        if student is None:
+            assert (f"not collected: {ASSIGNMENT}/archive/"
+                    f"{archive_show(name)}") in shown, name
+    assert shown.count("expected a student id of letters") == 3
+    # the CSV: one row per student, each of 11 cells, no formula
+    with open(course / "grades.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert [len(r) for r in rows] == [11] * (1 + len(found))
+    assert sorted(r[3] for r in rows[1:]) == sorted(found)
+    # the written answer, as the formgrader shows it: no script link
+    graded = nbformat.read(course / "autograded" / "alice" / ASSIGNMENT
+                           / f"{NAME}.ipynb", 4)
+    page, _ = HTMLExporter().from_notebook_node(graded)
+    assert "derivation</a>" in page
+    assert "javascript:" not in page and "java&#x73;cript" not in page
+    # the next run: nothing to grade, nothing stops it
+    again = grade_class(options)
+    assert {o.status for o in again} == {"unchanged"}
+
+
+def archive_show(name):
+    import os
+
+    from course_tools.classroom.archive import show
+
+    return show(os.fsdecode(name))

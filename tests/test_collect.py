@@ -23,7 +23,11 @@ import pytest
 from course_tools import release
 from course_tools.classroom import archive as Z
 from course_tools.classroom import collect as K
-from course_tools.classroom.course import load_course
+from course_tools.classroom.course import (
+    hash_folder,
+    load_course,
+    submissions,
+)
 from course_tools.classroom.grade import Options, grade_class, summary
 from tests.nbgrading import ROOT
 from tests.test_classroom import (
@@ -377,8 +381,8 @@ def test_names_the_regex_does_not_match_are_reported(course, tmp_path):
     a_path = r".*/(?P<student_id>archive/[^/]+)=(?P<file_id>.+)$"
     _download(tmp_path, "x=tiny.ipynb", b"?")
     report = _collect(course, tmp_path, regex=a_path)
-    assert "student id 'archive/x' is not a folder name" in "\n".join(
-        report.lines)
+    assert "student id 'archive/x': expected a student id of letters" \
+        in "\n".join(report.lines)
     assert _files(course) == {}
     with pytest.raises(ValueError, match="named group"):
         _collect(course, tmp_path, regex=r".*\.ipynb")
@@ -386,6 +390,93 @@ def test_names_the_regex_does_not_match_are_reported(course, tmp_path):
         _collect(course, tmp_path, regex=r"(")
     with pytest.raises(ValueError, match="expected a folder of downloads"):
         K.collect(course, [A], tmp_path / "nowhere")
+
+
+def test_names_are_bytes_and_ids_an_allow_list(course, tmp_path):
+    """A download named in Latin-1 is collected; a student id outside
+    letters, digits, ".", "_" and "-" (a Latin-1 letter, commas that
+    would be CSV columns, a formula) is refused by name, with the rule,
+    and nothing stops: collecting again changes nothing."""
+    archive = tmp_path / "downloads" / A / "archive"
+    archive.mkdir(parents=True)
+    names = [b"alice_tiny.ipynb", b"bob_caf\xe9.ipynb",
+             b"jos\xe9_tiny.ipynb", b"mallory,Doe,Mal,,16.0,16.0_tiny.ipynb",
+             b'=HYPERLINK("evil")_tiny.ipynb', b"-rf_tiny.ipynb"]
+    for name in names:
+        with open(os.fsencode(archive) + b"/" + name, "wb") as handle:
+            handle.write(b"{}")
+    for _ in range(2):
+        report = _collect(course, tmp_path)
+        assert sorted(os.listdir(course.path("submitted"))) == [
+            K.MANIFEST, "alice", "bob"]
+        assert os.listdir(os.fsencode(course.path("submitted", "bob", A))
+                          ) == [b"bob_caf\xe9.ipynb"]
+        refused = [line for line in report.lines
+                   if "expected a student id of letters" in line]
+        assert len(refused) == 4, report.lines
+        assert any("jos\\udce9" in line for line in refused)
+    assert course.path("submitted", "bob", A).is_dir()
+    hash_folder(course.path("submitted", "bob", A))
+
+
+def test_one_students_error_in_collecting_is_that_students(
+        course, tmp_path, monkeypatch):
+    _download(tmp_path, f"alice_{NAME}.ipynb", b"{}")
+    _download(tmp_path, f"bob_{NAME}.ipynb", b"{}")
+    place = K._place
+
+    def broken(course, download, *args):
+        if download.student == "alice":
+            raise UnicodeEncodeError("utf-8", "\udce9", 0, 1, "surrogate")
+        return place(course, download, *args)
+
+    monkeypatch.setattr(K, "_place", broken)
+    report = _collect(course, tmp_path)
+    assert _files(course) == {f"submitted/bob/{A}/{NAME}.ipynb": b"{}"}
+    (line,) = report.lines
+    assert line.startswith(f"{A}/alice: {A}/archive/alice_{NAME}.ipynb "
+                           "could not be collected: UnicodeEncodeError")
+
+
+def test_a_folder_hash_follows_no_link_and_takes_any_name(tmp_path):
+    """Names as bytes, links by their target's name, a pipe by its kind:
+    the hash of any folder can be taken, and changes with any of them."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / f"{NAME}.ipynb").write_text("{}")
+    plain = hash_folder(folder)
+    with open(os.fsencode(folder) + b"/notes-\xff.txt", "w") as handle:
+        handle.write("notes")
+    with_notes = hash_folder(folder)
+    os.symlink("/proc/self/mem", folder / "data.bin")
+    os.mkfifo(folder / "pipe")
+    (folder / "sub").mkdir()
+    os.symlink("/", folder / "sub" / "root")
+    first = hash_folder(folder)
+    assert len({plain, with_notes, first}) == 3
+    assert hash_folder(folder) == first
+    os.unlink(folder / "data.bin")
+    os.symlink("/proc/self/environ", folder / "data.bin")
+    assert hash_folder(folder) != first
+    os.symlink(folder, tmp_path / "link")
+    assert hash_folder(tmp_path / "link") != first  # not followed
+
+
+def test_submissions_are_folders_of_ids_never_links(course, tmp_path):
+    top = course.path("submitted")
+    for student in ("alice", "mallory,Doe,Mal,,16.0,16.0"):
+        (top / student / A).mkdir(parents=True)
+    (tmp_path / "elsewhere" / A).mkdir(parents=True)
+    os.symlink(tmp_path / "elsewhere", top / "eve")
+    (top / "trudy").mkdir()
+    os.symlink(tmp_path / "elsewhere" / A, top / "trudy" / A)
+    refused = []
+    found = submissions(course, [A], refused)
+    assert found == [(A, "alice", top / "alice" / A)]
+    whys = {student: why for _, student, why in refused}
+    assert sorted(whys) == ["eve", "mallory,Doe,Mal,,16.0,16.0", "trudy"]
+    assert "expected a student id" in whys["mallory,Doe,Mal,,16.0,16.0"]
+    assert "link" in whys["eve"] and "link" in whys["trudy"]
 
 
 def _released(tmp_path):

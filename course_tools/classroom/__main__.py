@@ -37,12 +37,18 @@ def parse(argv):
     parser.add_argument("--memory-mb", type=int, default=3072,
                         help="address space of a kernel (default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
-                        help="seconds for one submission (default: 900)")
+                        help="seconds for one submission; past them it "
+                        "is left ungraded, the machine's failure, and the "
+                        "next run grades it (default: 900)")
     parser.add_argument("--run-tagged", action="store_true",
                         help="also run the narrative cells tagged "
                         "skip-when-grading (skipped by default)")
     parser.add_argument("--disk-mb", type=int, default=512,
                         help="what one submission may write (default: 512)")
+    parser.add_argument("--cpu-s", type=int, default=600,
+                        help="CPU seconds one submission's kernel may use "
+                        "in all, its processes together (default: 600); "
+                        "each kernel uses one CPU at most at any time")
     parser.add_argument("--no-isolation", action="store_true",
                         help="run the kernels as this user, unconfined "
                         "(grading refuses otherwise where it cannot "
@@ -75,6 +81,7 @@ def main(argv=None):
         timeout=args.timeout, memory_mb=args.memory_mb,
         submission_timeout=args.submission_timeout,
         isolate=not args.no_isolation, disk_mb=args.disk_mb,
+        cpu_s=args.cpu_s,
         collect=args.collect, skip_tagged=not args.run_tagged,
         collect_regex=args.collect_regex, progress=not args.no_progress)
     try:

@@ -10,12 +10,17 @@ kernels share one, and no process of it survives from one kernel to the
 next: closing a box kills every process of that uid and of the kernel's
 control groups, copies back the files the kernel created (regular files
 only, bounded, no link followed), and unmounts the box.
+
+While a box is open its kernel's control groups hold it to ``cpus``
+CPUs (:mod:`.cgroup`) and a watcher holds it to a budget of ``cpu_s``
+CPU seconds in all: past it, every process of the kernel is killed.
 """
 
 import ctypes
 import ctypes.util
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +33,14 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 COPY_BACK = {"max_depth": 8, "max_files": 200, "max_bytes": 16 * 2**20}
+CPUS = 1.0  # CPUs one kernel may use at once (kernels run one thread)
+CPU_S = 600  # CPU seconds one kernel may use in all
+WATCH_S = 0.5  # seconds between two readings of a kernel's CPU time
+# A kernel's slowness is its own doing, not the machine's, when it was
+# stopped at its own CPU quota for THROTTLED_S seconds, or ran more than
+# CROWD processes that used THROTTLED_S CPU seconds
+THROTTLED_S = 2.0
+CROWD = 16
 
 
 def _libc():
@@ -115,12 +128,21 @@ def kill_user(uid, seconds=5.0):
 class Box:
     """One worker's box, opened before each kernel and closed after."""
 
-    def __init__(self, folder, *, uid, disk_mb, memory_mb, pids):
+    def __init__(self, folder, *, uid, disk_mb, memory_mb, pids,
+                 cpus=CPUS, cpu_s=CPU_S):
         self.folder = Path(folder)
         self.uid, self.disk_mb = uid, disk_mb
         self.memory_mb, self.pids = memory_mb, pids
+        self.cpus, self.cpu_s = cpus, cpu_s
         self.kind, self.groups = cgroup.plan(f"course-kernel-{uid}")
         self.mounted = False
+        self.watch = None
+        # of the last kernel: whether it spent its CPU budget, the
+        # seconds it was stopped at its CPU quota, the CPU seconds its
+        # processes used (None: not counted), the most processes it ran
+        # at once (as seen every WATCH_S)
+        self.spent, self.throttled, self.used = False, 0.0, None
+        self.crowd = 0
 
     @property
     def ipc_prefix(self):
@@ -136,9 +158,13 @@ class Box:
         mount_tmpfs(self.folder, self.disk_mb)
         self.mounted = True
         layout(self.folder, self.uid)
+        self.spent, self.throttled, self.used = False, 0.0, None
+        self.crowd = 0
         if self.groups:
             cgroup.create(self.groups, memory_mb=self.memory_mb,
-                          pids=self.pids)
+                          pids=self.pids, cpus=self.cpus)
+            self.watch = _Watch(self.groups, self.cpu_s)
+            self.watch.start()
         return files.copy_tree(source, self.folder / "work",
                                owner=(self.uid, self.uid), max_files=1000,
                                max_bytes=self.disk_mb * 2**20)
@@ -149,7 +175,18 @@ class Box:
         if not self.mounted:
             return []
         notes = []
+        if self.watch is not None:
+            self.watch.stop.set()
+            self.watch.join()
+            self.spent, self.crowd = self.watch.spent, self.watch.crowd
+            self.watch = None
+        if self.spent:
+            notes.append(f"the submission used its {self.cpu_s:g} s of "
+                         "CPU time: every process of its kernel was "
+                         "stopped")
         if self.groups:
+            self.throttled = cgroup.throttled(self.groups)
+            self.used = cgroup.usage(self.groups)
             cgroup.kill(*self.groups)
         if not kill_user(self.uid):
             notes.append("processes of the kernel could not be stopped")
@@ -176,3 +213,23 @@ class Box:
         if self.groups:
             cgroup.remove(self.groups)
         return notes
+
+
+class _Watch(threading.Thread):
+    """Every ``WATCH_S``: count the kernel's processes (``crowd``, the
+    most at once) and, past ``cpu_s`` CPU seconds in all, kill them
+    (``spent``): no control group counts CPU time against a limit."""
+
+    def __init__(self, groups, cpu_s):
+        super().__init__(daemon=True, name="kernel-watch")
+        self.groups, self.cpu_s = groups, cpu_s
+        self.stop, self.spent, self.crowd = threading.Event(), False, 0
+
+    def run(self):
+        while not self.stop.wait(WATCH_S):
+            self.crowd = max(self.crowd, len(cgroup.members(self.groups)))
+            if self.cpu_s and (cgroup.usage(self.groups) or 0.0) > \
+                    self.cpu_s:
+                self.spent = True
+                cgroup.kill(*self.groups)
+                return

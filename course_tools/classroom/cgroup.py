@@ -1,18 +1,31 @@
-"""Control groups: limits on memory and on the number of processes for
-all the processes of one kernel together, and a way to kill them all.
+"""Control groups: limits on memory, on the number of processes and on
+the CPU for all the processes of one kernel together, and a way to kill
+them all.
 
 cgroup v2 where the grader's own group can hand the ``memory`` and
-``pids`` controllers down to a child group; otherwise the cgroup v1
-``memory`` and ``pids`` hierarchies; otherwise none (the sandbox then
-falls back to per-process and per-user rlimits, and the grader says so).
-A group is created under the grader's own group in each hierarchy.
+``pids`` controllers down to a child group (and ``cpu`` where it has
+it); otherwise the cgroup v1 ``memory`` and ``pids`` hierarchies (and
+``cpu`` and ``cpuacct`` where they are mounted); otherwise none (the
+sandbox then falls back to per-process and per-user rlimits, and the
+grader says so). A group is created under the grader's own group in
+each hierarchy.
+
+The CPU: a kernel's group may use at most ``cpus`` CPUs in each period
+(``cpu.max``, v1 ``cpu.cfs_quota_us``) and weighs as one task against
+the others (``cpu.weight``, v1 ``cpu.shares``), however many processes
+and sessions it starts; a process inside can neither leave its group
+(its root has no ``/sys``, it has no capability) nor change the limits
+(root's files). :func:`usage` and :func:`throttled` read what it used.
 """
 
 import os
 import signal
 import time
 
-CONTROLLERS = ("memory", "pids")
+CONTROLLERS = ("memory", "pids")  # required
+CPU = ("cpu", "cpuacct")  # where there are: limits and accounting
+PERIOD_US = 100_000  # the CPU quota's period
+WEIGHT = {"cpu.weight": 100, "cpu.shares": 1024}  # the default: one task
 
 
 def _mounts():
@@ -27,7 +40,7 @@ def _mounts():
                 found.setdefault("unified", point)
             elif kind == "cgroup":
                 for option in options.split(","):
-                    if option in CONTROLLERS:
+                    if option in CONTROLLERS + CPU:
                         found.setdefault(option, point)
     return found
 
@@ -41,7 +54,7 @@ def _own():
             if number == "0" and not controllers:
                 found["unified"] = path
             for name in controllers.split(","):
-                if name in CONTROLLERS:
+                if name in CONTROLLERS + CPU:
                     found[name] = path
     return found
 
@@ -65,21 +78,26 @@ def _parent(mount, path):
 
 
 def _v2_parent(mounts, own):
-    """The grader's v2 group if it can hand both controllers down."""
+    """The grader's v2 group if it can hand both controllers down (and
+    the cpu controller too, where it has it)."""
     if "unified" not in mounts or "unified" not in own:
         return None
     parent = _parent(mounts["unified"], own["unified"])
-    if not set(CONTROLLERS) <= set(_read(
-            os.path.join(parent, "cgroup.controllers")).split()):
+    available = set(_read(os.path.join(parent,
+                                       "cgroup.controllers")).split())
+    if not set(CONTROLLERS) <= available:
         return None
-    enabled = _read(os.path.join(parent, "cgroup.subtree_control")).split()
-    if not set(CONTROLLERS) <= set(enabled):
+    wanted = set(CONTROLLERS) | ({"cpu"} & available)
+    control = os.path.join(parent, "cgroup.subtree_control")
+    for names in (wanted, set(CONTROLLERS)):
+        if names <= set(_read(control).split()):
+            return parent
         try:  # fails (EBUSY) while processes live in the group itself
-            _write(os.path.join(parent, "cgroup.subtree_control"),
-                   " ".join(f"+{c}" for c in CONTROLLERS))
+            _write(control, " ".join(f"+{c}" for c in sorted(names)))
+            return parent
         except OSError:
-            return None
-    return parent
+            continue
+    return None
 
 
 def plan(name):
@@ -96,13 +114,34 @@ def plan(name):
                for c in CONTROLLERS if c in mounts]
     if len(folders) == len(CONTROLLERS) and all(
             os.access(os.path.dirname(f), os.W_OK) for f in folders):
+        for c in CPU:  # a hierarchy of its own, or mounted with another
+            folder = os.path.join(_parent(mounts[c], own.get(c, "/")),
+                                  name) if c in mounts else None
+            if folder and folder not in folders and os.access(
+                    os.path.dirname(folder), os.W_OK):
+                folders.append(folder)
         return "v1", folders
     return "none", []
 
 
-def create(folders, *, memory_mb, pids):
-    """Make the groups with their limits; return what could not be set."""
+def cpu_limited(folders):
+    """Whether groups made at ``folders`` get a CPU quota."""
+    for folder in folders:
+        parent = os.path.dirname(folder)
+        control = os.path.join(parent, "cgroup.subtree_control")
+        if os.path.exists(control):  # v2: handed down, or not
+            if "cpu" in _read(control).split():
+                return True
+        elif os.path.exists(os.path.join(parent, "cpu.cfs_quota_us")):
+            return True
+    return False
+
+
+def create(folders, *, memory_mb, pids, cpus=1.0):
+    """Make the groups with their limits (``cpus``: the CPUs the group
+    may use at most, 0 for no quota); return what could not be set."""
     missing = []
+    quota = int(cpus * PERIOD_US) if cpus else 0
     for folder in folders:
         if os.path.isdir(folder):
             kill(folder)
@@ -112,10 +151,13 @@ def create(folders, *, memory_mb, pids):
                   "memory.swap.max": 0,
                   "memory.limit_in_bytes": memory_mb * 2**20,
                   "memory.memsw.limit_in_bytes": memory_mb * 2**20,
-                  "pids.max": pids}
+                  "pids.max": pids,
+                  "cpu.max": quota and f"{quota} {PERIOD_US}",
+                  "cpu.cfs_period_us": quota and PERIOD_US,
+                  "cpu.cfs_quota_us": quota, **WEIGHT}
         for name, value in limits.items():
             path = os.path.join(folder, name)
-            if os.path.exists(path) and value:
+            if os.path.exists(path) and value != 0:
                 try:
                     _write(path, str(value))
                 except OSError as error:
@@ -176,6 +218,33 @@ def events(folders):
             if key == "max":
                 found["pids_max"] += int(value)
     return found
+
+
+def usage(folders):
+    """CPU seconds the groups' processes used, or None where no group
+    accounts for them."""
+    for folder in folders:
+        for line in _read(os.path.join(folder, "cpu.stat")).splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+        found = _read(os.path.join(folder, "cpuacct.usage")).strip()
+        if found:
+            return int(found) / 1e9
+    return None
+
+
+def throttled(folders):
+    """Seconds the groups spent stopped at their CPU quota."""
+    total = 0.0
+    for folder in folders:
+        for line in _read(os.path.join(folder, "cpu.stat")).splitlines():
+            key, _, value = line.partition(" ")
+            if key == "throttled_usec":
+                total += int(value) / 1e6
+            elif key == "throttled_time":
+                total += int(value) / 1e9
+    return total
 
 
 def remove(folders):

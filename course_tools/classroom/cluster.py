@@ -23,8 +23,8 @@ submission of a batch), started from the worker's own installation, with
 a scratch folder of its own under /tmp. The thread refuses to grade when
 its machine cannot isolate the students' kernels (unless the batch says
 ``isolate: False``), stops the grading process past the submission's time
-limit, and reports a grading process that died as a failed submission,
-as the grader always did.
+limit, and reports that, or a grading process that died, as a submission
+not graded (``ungraded``: nothing is recorded, the next run grades it).
 """
 
 import json
@@ -37,7 +37,6 @@ import sys
 import tempfile
 import threading
 import uuid
-from itertools import islice
 from pathlib import Path
 
 from course_tools.classroom import parcel
@@ -232,11 +231,18 @@ def run(client, tasks, *, templates, settings, limit_s):
     batch = uuid.uuid4().hex[:8]
     queued = iter(enumerate(tasks))
     futures = {}
+    unread = []  # (task, result) of submissions that could not be read
 
     def submit(k, task):
-        submission = parcel.pack_submission(
-            task["submission"], max_notebook=_max_notebook(),
-            max_file=_max_file())
+        try:
+            submission = parcel.pack_submission(
+                task["submission"], max_notebook=_max_notebook(),
+                max_file=_max_file())
+        except (OSError, ValueError) as error:  # this one alone
+            unread.append((task, ungraded(
+                task, f"not graded: its folder could not be read "
+                f"({error}); the next run tries again")))
+            return None
         wire = {key: value for key, value in task.items()
                 if key not in ("submission", "template", "template_db",
                                "work", "collected")}
@@ -247,9 +253,27 @@ def run(client, tasks, *, templates, settings, limit_s):
         futures[future] = task
         return future
 
-    window = max(1, IN_FLIGHT * threads)
-    pending = as_completed([submit(k, task)
-                            for k, task in islice(queued, window)])
+    def start(count):
+        """Up to ``count`` more futures, past the unreadable ones."""
+        started = []
+        while len(started) < count:
+            more = next(queued, None)
+            if more is None:
+                break
+            future = submit(*more)
+            if future is not None:
+                started.append(future)
+        return started
+
+    def drain():
+        while unread:
+            yield unread.pop(0)
+
+    first = start(max(1, IN_FLIGHT * threads))
+    yield from drain()
+    if not first:  # every one unreadable
+        return
+    pending = as_completed(first)
     for future in pending:
         task = futures.pop(future)
         try:
@@ -257,10 +281,10 @@ def run(client, tasks, *, templates, settings, limit_s):
         except Exception as error:  # KilledWorker, a refusal
             result = ungraded(task, _why_lost(error))
         future.release()
-        more = next(queued, None)
-        if more is not None:
-            pending.add(submit(*more))
+        for more in start(1):
+            pending.add(more)
         yield task, result
+        yield from drain()
 
 
 def _max_notebook():
@@ -369,11 +393,16 @@ def probe(settings):
         shutil.rmtree(folder, ignore_errors=True)
     lines = (result.stdout + result.stderr).strip().splitlines()
     line = lines[-1] if lines else "the sandbox printed nothing"
-    kind, _ = cgroup.plan("course-kernel-probe")
+    kind, folders = cgroup.plan("course-kernel-probe")
     fallbacks = [] if kind != "none" else [
         "kernel limits per process only (no memory and pids control "
         "groups can be written here): memory is an address-space cap per "
         "process, processes a per-user cap"]
+    if not cgroup.cpu_limited(folders):
+        fallbacks.append(
+            "no CPU control group can be written here: a kernel's "
+            "processes share the CPU with everything else, and no CPU "
+            "budget holds them")
     _PROBED[_batch(settings)] = line, fallbacks
     return line, fallbacks
 
@@ -482,7 +511,10 @@ class _Slot:
                f"{_last_line(self.scratch)})")
         _kill(self.process)
         self.process = None
-        return failed(task, why)
+        # the grader's or the machine's failure: a kernel's own slowness
+        # is stopped by its CPU budget and a cell's time limit first
+        return ungraded(task, f"not graded: {why}; the next run grades "
+                        "it")
 
     def close(self):
         if self.process is not None:

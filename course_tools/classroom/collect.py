@@ -7,11 +7,16 @@ assignment, whatever it holds: a notebook (or any other file) is copied
 to ``submitted/<student>/<assignment>/<file_id>``; a zip archive is
 unpacked there, flattened (its folders dropped), by :mod:`.archive`.
 Nothing inside an archive chooses a student, an assignment or a place to
-write. One download counts per student and assignment: the newest.
+write. A student id is letters, digits, ".", "_" and "-"
+(:data:`course.STUDENT_ID`): a download that names anything else (a
+comma that would be a CSV column, a formula, a letter not in ASCII) is
+not collected, and the report says why. File names are bytes, shown
+escaped. One download counts per student and assignment: the newest.
 
 What went wrong becomes a reason of that student (a rejected download
-leaves an empty folder, graded 0 like a missing notebook) or, for a file
-of nobody, a line of the report; nothing stops the batch.
+leaves an empty folder, graded 0 like a missing notebook; any error in
+bringing it in is a line of the report naming the student) or, for a
+file of nobody, a line of the report; nothing stops the batch.
 ``submitted/.collected.json`` remembers the download each folder came
 from and its reasons: collecting again changes nothing, a folder is
 replaced only by a newer download, and the grader reads the reasons.
@@ -87,10 +92,12 @@ def collect(course, names, folder, regex=DEFAULT_REGEX):
             kept, notes = _choose(downloads)
             try:
                 reasons = _place(course, kept, notes, manifest, report)
-            except OSError as error:  # e.g. a full disk: say so, go on
+            except Exception as error:  # noqa: BLE001 - say so, go on
+                # a full disk, a file that cannot be read: this student's
                 report.lines.append(f"{assignment}/{student}: "
                                     f"{show(kept.name)} could not be "
-                                    f"collected: {error}")
+                                    f"collected: {type(error).__name__}: "
+                                    f"{show(str(error))}")
                 continue
             if reasons:
                 report.reasons[(assignment, student)] = reasons
@@ -125,7 +132,12 @@ def _find(folder, assignment, pattern, report):
         for file in sorted(f for f in files if not junk(f)):
             path = Path(root) / file
             name = str(path.relative_to(folder))
-            info = path.lstat()
+            try:
+                info = path.lstat()
+            except OSError as error:
+                report.lines.append(f"{assignment}: not collected: "
+                                    f"{show(name)}: {error.strerror}")
+                continue
             match = pattern.match(os.path.abspath(path))
             student = (match and match.group("student_id")) or ""
             why = None
@@ -133,8 +145,8 @@ def _find(folder, assignment, pattern, report):
                 why = "not a regular file"
             elif not match:
                 why = "its name does not match --collect-regex"
-            elif not safe(student):
-                why = f"student id {show(student)!r} is not a folder name"
+            elif C.id_problem(student):
+                why = f"student id {show(student)!r}: {C.ID_RULE}"
             if why:
                 report.lines.append(f"{assignment}: not collected: "
                                     f"{show(name)}: {why}")

@@ -6,7 +6,10 @@ that each worker copies to grade one student."""
 import functools
 import hashlib
 import json
+import os
+import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +18,11 @@ from traitlets.config.loader import PyFileConfigLoader
 
 CONFIG = "nbgrader_config.py"
 STATE = "grading_state.json"
+# A student id is letters, digits, ".", "_" and "-", starting with a
+# letter or a digit: it names a folder, a gradebook row and a CSV cell.
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+ID_RULE = ("expected a student id of letters, digits, '.', '_' and '-' "
+           "that starts with a letter or a digit (at most 128 characters)")
 # Each assignment's template, kept between runs while its sources, the
 # configuration and the grading settings stay the same (``source_hash``).
 TEMPLATES = ".grading-templates"
@@ -71,35 +79,134 @@ def assignments(course):
                   if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def submissions(course, assignment_ids):
-    """``[(assignment, student, folder)]`` in ``submitted/``, sorted."""
+def id_problem(student):
+    """Why ``student`` cannot be a student id (:data:`STUDENT_ID`), or
+    None."""
+    if STUDENT_ID.fullmatch(student):
+        return None
+    return ID_RULE
+
+
+def submissions(course, assignment_ids, refused=None):
+    """``[(assignment, student, folder)]`` in ``submitted/``, sorted: real
+    folders only, never one reached through a link. A folder whose name
+    is no student id (:func:`id_problem`), or a link, goes to
+    ``refused`` as ``(assignment, name, reason)``."""
     found = []
     top = course.root / course.submitted
-    if not top.is_dir():
+    if not _is_folder(top):
         return found
-    for student in sorted(p for p in top.iterdir() if p.is_dir()):
+    for name in sorted(os.listdir(top)):
+        student = top / name
+        if name.startswith(".") or not _is_folder(student, link_ok=True):
+            continue
         for assignment in assignment_ids:
             folder = student / assignment
-            if folder.is_dir():
-                found.append((assignment, student.name, folder))
+            if not os.path.lexists(folder):
+                continue
+            why = id_problem(name)
+            if why is None and not _is_folder(student):
+                why = "a symbolic link, not a folder: not followed"
+            elif why is None and not _is_folder(folder):
+                why = (f"submitted/{name}/{assignment} is not a folder "
+                       "(a link is not followed)")
+            if why is None:
+                found.append((assignment, name, folder))
+            elif refused is not None:
+                refused.append((assignment, name, why))
     return found
+
+
+def _is_folder(path, link_ok=False):
+    """Whether ``path`` is a folder (and not a link to one, unless
+    ``link_ok``)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) or (link_ok and stat.S_ISLNK(mode)
+                                  and os.path.isdir(path))
+
+
+SKIPPED = {b".ipynb_checkpoints", b"__pycache__"}
+HASH_DEPTH = 16  # folders deep that a hash reads
 
 
 def hash_folder(folder, *extra):
     """SHA-256 of a folder's file names and bytes (and of ``extra``: more
-    folders, or text)."""
+    folders, or text).
+
+    Names are taken as bytes (whatever their encoding); no link is
+    followed and only regular files are read (opened with
+    ``O_NOFOLLOW`` and checked once open): a link counts by its target's
+    name, any other kind of file by its kind, a file that cannot be read
+    by its error. So the hash of any folder can be taken."""
     digest = hashlib.sha256()
     for item in extra:
         if isinstance(item, Path):
             item = hash_folder(item)
-        digest.update(str(item).encode())
-    folder = Path(folder)
-    for path in sorted(folder.rglob("*")):
-        if (path.is_file() and ".ipynb_checkpoints" not in path.parts
-                and "__pycache__" not in path.parts):
-            digest.update(str(path.relative_to(folder)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(str(item).encode("utf-8", "surrogateescape"))
+    try:
+        top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                      | os.O_CLOEXEC)
+    except OSError as error:
+        digest.update(f"unreadable folder: {error.strerror}".encode())
+        return digest.hexdigest()
+    try:
+        _hash_into(digest, top, b"", 0)
+    finally:
+        os.close(top)
     return digest.hexdigest()
+
+
+def _hash_into(digest, fd, relative, depth):
+    try:
+        names = sorted(os.listdir(fd))
+    except OSError as error:
+        digest.update(relative + f"\0unreadable: {error.errno}".encode())
+        return
+    for text in names:
+        name = os.fsencode(text)
+        if name in SKIPPED:
+            continue
+        path = relative + name
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode):  # a file: its name first
+                digest.update(path + b"\0")
+            if stat.S_ISDIR(info.st_mode):
+                if depth >= HASH_DEPTH:
+                    digest.update(b"too deep\0")
+                    continue
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY
+                                | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                try:
+                    _hash_into(digest, child, path + b"/", depth + 1)
+                finally:
+                    os.close(child)
+            elif stat.S_ISREG(info.st_mode):
+                digest.update(_hash_file(fd, name))
+            elif stat.S_ISLNK(info.st_mode):
+                digest.update(b"link\0" + os.readlink(name, dir_fd=fd))
+            else:
+                digest.update(f"kind {stat.S_IFMT(info.st_mode)}".encode())
+        except OSError as error:
+            digest.update(path + f"\0unreadable: {error.errno}".encode())
+
+
+def _hash_file(fd, name):
+    """SHA-256 of a regular file, read without following a link."""
+    handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return b"not a regular file"
+        inner = hashlib.sha256()
+        while block := os.read(handle, 2**20):
+            inner.update(block)
+        return inner.digest()
+    finally:
+        os.close(handle)
 
 
 @functools.cache

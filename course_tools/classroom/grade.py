@@ -54,6 +54,7 @@ class Options:
     submission_timeout: int = 900  # seconds for one whole submission
     isolate: bool = True
     disk_mb: int = 512  # what one submission may write, in all
+    cpu_s: int = 600  # CPU seconds one submission's kernel may use
     collect: Path | None = None  # a folder of LMS downloads
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
@@ -71,8 +72,10 @@ class Outcomes(list):
 class Outcome:
     assignment: str
     student: str
-    # graded, failed (graded 0 where it broke), unchanged, ungraded (no
-    # worker could grade it: nothing recorded, the next run grades it)
+    # graded, failed (graded 0 where it broke: the submission's doing),
+    # unchanged, ungraded (the grader or the machine failed, or its
+    # folder could not be read: nothing recorded, the next run grades
+    # it), refused (a folder whose name is no student id: not graded)
     status: str
     score: float
     max_score: float
@@ -129,9 +132,13 @@ def _grade_class(options):
                                 / "grading",
                                 tools))
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
-    outcomes, todo = _triage(course, options, state, sources,
-                             C.submissions(course, names), notes)
-    outcomes = Outcomes(outcomes)
+    refused = []
+    found = C.submissions(course, names, refused)
+    outcomes, todo = _triage(course, options, state, sources, found, notes)
+    outcomes = Outcomes(outcomes + [
+        Outcome(a, downloads.show(s), "refused", 0.0, 0.0,
+                [f"not graded: {downloads.show(s)!r}: {why}"])
+        for a, s, why in refused])
     outcomes.notes = lines
     if not todo:
         from nbgrader.api import Gradebook
@@ -146,7 +153,7 @@ def _grade_class(options):
     settings = {"memory_mb": options.memory_mb,
                 "skip_tagged": options.skip_tagged,
                 "timeout": options.timeout, "isolate": options.isolate,
-                "disk_mb": options.disk_mb,
+                "disk_mb": options.disk_mb, "cpu_s": options.cpu_s,
                 "hide": _hidden(course, options, scratch)}
     # the grading processes start (and import) while templates are built
     starting = cluster.Starting(
@@ -178,12 +185,23 @@ def _triage(course, options, state, sources, found, notes=None):
     outcomes, todo = [], []
     with Gradebook(course.db_url) as gradebook:
         for assignment, student, folder in found:
-            digest = C.hash_folder(folder, *(notes or {}).get(
-                (assignment, student), []))
-            before = state["submissions"].get(f"{assignment}/{student}", {})
-            if (not options.force and before.get("hash") == digest
-                    and before.get("source") == sources[assignment]
-                    and record.is_graded(gradebook, assignment, student)):
+            try:
+                digest = C.hash_folder(folder, *(notes or {}).get(
+                    (assignment, student), []))
+                before = state["submissions"].get(
+                    f"{assignment}/{student}", {})
+                same = (not options.force and before.get("hash") == digest
+                        and before.get("source") == sources[assignment]
+                        and record.is_graded(gradebook, assignment,
+                                             student))
+            except Exception as error:  # noqa: BLE001 - this one alone
+                gradebook.db.rollback()
+                outcomes.append(Outcome(
+                    assignment, student, "ungraded", 0.0, 0.0,
+                    [f"not graded: its folder could not be read "
+                     f"({type(error).__name__}: {error})"]))
+                continue
+            if same:
                 outcomes.append(Outcome(
                     assignment, student, "unchanged", before["score"],
                     before["max_score"], list(before.get("reasons", []))))
@@ -252,7 +270,19 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                     0.0, result["reasons"]))
                 bar.update(1)
                 continue
-            outcome = _store(course, gradebook, templates, task, result)
+            try:
+                outcome = _store(course, gradebook, templates, task,
+                                 result)
+            except Exception as error:  # noqa: BLE001 - this one alone
+                gradebook.db.rollback()
+                outcomes.append(Outcome(
+                    task["assignment"], task["student"], "ungraded", 0.0,
+                    0.0, result["reasons"] + [
+                        f"not graded: its result could not be stored "
+                        f"({type(error).__name__}: {error}); the next "
+                        "run grades it"]))
+                bar.update(1)
+                continue
             outcomes.append(outcome)
             state["submissions"][f"{task['assignment']}/"
                                  f"{task['student']}"] = {
@@ -441,7 +471,7 @@ def summary(outcomes):
     counts = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    lines += list(getattr(outcomes, "notes", ()))
+    lines += [text.safe_line(n) for n in getattr(outcomes, "notes", ())]
     lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                  or "no submissions found")
     return "\n".join(lines)

@@ -2,14 +2,23 @@
 
 Autograded scores replace the previous autograded scores; a manual score
 that a grader gave stays, and the cell is flagged for review as nbgrader
-does. A submission that could not be graded scores 0 on every autograded
-cell; its written answers still wait for a grader.
+does. A submission that failed (the student's doing) scores 0 on every
+autograded cell; its written answers still wait for a grader. One that
+the grader or the machine could not grade is never written here.
 """
 
+import csv
+import os
 from datetime import datetime
 
 from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.plugins import CsvExportPlugin
+
+COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name",
+           "first_name", "email", "raw_score", "late_submission_penalty",
+           "score", "max_score")
+# A spreadsheet reads a cell that starts with one of these as a formula
+# (OWASP's list for CSV injection): such a text is written after a "'".
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def copy_duedate(db_url, template_db, assignment):
@@ -62,7 +71,54 @@ def is_graded(gradebook, assignment, student):
                if g.cell.cell_type == "code")
 
 
+def cell(value):
+    """One CSV cell: a number as it is, a text that a spreadsheet would
+    read as a formula after a ``'``, nothing for None."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)):
+        return str(value)
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA) else text
+
+
+def rows(gradebook):
+    """The rows of ``nbgrader export``'s CSV (every student of every
+    assignment; a missing submission scores 0), as lists of cells."""
+    found = []
+    for assignment in gradebook.assignments:
+        for student in gradebook.students:
+            row = {"assignment": assignment.name,
+                   "duedate": assignment.duedate, "student_id": student.id,
+                   "last_name": student.last_name,
+                   "first_name": student.first_name,
+                   "email": student.email,
+                   "max_score": assignment.max_score}
+            try:
+                submission = gradebook.find_submission(assignment.name,
+                                                       student.id)
+            except MissingEntry:
+                row.update(timestamp="", raw_score=0.0,
+                           late_submission_penalty=0.0, score=0.0)
+            else:
+                penalty = submission.late_submission_penalty
+                row.update(timestamp=submission.timestamp,
+                           raw_score=submission.score,
+                           late_submission_penalty=penalty,
+                           score=max(0.0, submission.score - penalty))
+            found.append([cell(row[k]) for k in COLUMNS])
+    return found
+
+
 def export_csv(gradebook, path):
-    """``grades.csv`` in the format of ``nbgrader export``."""
-    plugin = CsvExportPlugin(to=str(path))
-    plugin.export(gradebook)
+    """``grades.csv`` with the columns of ``nbgrader export``, written by
+    the csv module (a comma or a line break stays inside its cell) with
+    formulas neutralised (:func:`cell`); replaced whole, never half
+    written."""
+    partial = f"{path}.partial"
+    with open(partial, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, quoting=csv.QUOTE_MINIMAL,
+                            lineterminator="\n")
+        writer.writerow(COLUMNS)
+        writer.writerows(rows(gradebook))
+    os.replace(partial, path)

@@ -3,13 +3,16 @@
 Everything a kernel can influence (file names, outputs, error messages,
 reasons) is data: it may hold bytes that are not UTF-8 (a file name
 ``b"\\xff"`` arrives as a lone surrogate, which no UTF-8 file or terminal
-accepts) and control characters (terminal escape codes that rewrite the
-instructor's screen). :func:`safe` turns any such string into plain,
-printable text; :func:`safe_data` does it to every string of a result;
+accepts: it is shown as ``\\xff``) and control characters (terminal
+escape codes that rewrite the instructor's screen). :func:`safe` turns
+any such string into plain, printable text; :func:`safe_data` does it to
+every string of a result;
 :func:`clean_notebook` takes the active content out of the cells a
-student wrote before an instructor opens the notebook in a browser.
+student wrote before an instructor opens the notebook in a browser:
+each markdown cell becomes sanitised HTML (:func:`render_markdown`).
 """
 
+import functools
 import re
 import unicodedata
 
@@ -20,9 +23,22 @@ SAFE_MIMES = ("text/plain", "image/png", "image/jpeg", "image/gif",
 REMOVED = "[grader: an output of type {mimes} was removed: it could run " \
     "in the instructor's browser]"
 # how HTML opens a tag (a name, then a space, "/" or ">"), closes one, or
-# opens a comment or a declaration
-TAG = re.compile(r"<(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/>])|/[A-Za-z]|[!?])")
-SCHEMES = re.compile(r"(?i)(java|vb)script\s*:|data\s*:\s*text/html")
+# opens a comment or a declaration, once escaped as text
+ESCAPED_TAG = re.compile(
+    r"&lt;(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/]|&gt;)|/[A-Za-z]|[!?])")
+CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.S)
+HREF = re.compile(r"<a href=\"([^\"]*)\"")
+# what a written answer may be once rendered: text, emphasis, lists,
+# tables, code and links to these schemes (no image: a picture from
+# elsewhere would tell its server when the instructor reads the answer)
+TAGS = {"p", "br", "hr", "em", "strong", "b", "i", "u", "s", "del", "sub",
+        "sup", "code", "pre", "blockquote", "ul", "ol", "li", "h1", "h2",
+        "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th",
+        "td", "a"}
+ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"},
+              "th": {"align"}, "td": {"align"}}
+URL_SCHEMES = {"http", "https", "mailto"}
+ANSWER_CLASS = "course-written-answer"
 
 
 def safe(value, limit=MAX):
@@ -30,8 +46,9 @@ def safe(value, limit=MAX):
     characters other than newline and tab shown as ``\\xNN``."""
     text = str(value)
     if any("\ud800" <= ch <= "\udfff" for ch in text):
+        # a name's bytes that are not UTF-8, shown as \xNN
         text = text.encode("utf-8", "surrogateescape").decode(
-            "utf-8", "replace")
+            "utf-8", "backslashreplace")
     out = []
     for ch in text[:limit]:
         if ch in "\n\t" or unicodedata.category(ch)[0] != "C":
@@ -66,26 +83,61 @@ def _student_cell(cell):
     return not meta.get("locked") or meta.get("solution")
 
 
-def clean_markdown(source):
-    """Markdown with no HTML tag and no script link left: ``<`` becomes
-    ``&lt;`` (it still reads as ``<``)."""
-    return SCHEMES.sub("removed:", source.replace("<", "&lt;"))
+def render_markdown(source):
+    """A student's markdown as HTML that can do nothing but be read, and
+    whether anything active was taken out (its own HTML, now text; a
+    link to another scheme, an image).
+
+    Rendered as Jupyter renders it (nbconvert's mistune, mathematics kept
+    as ``$...$`` text for MathJax), with the student's own HTML escaped
+    as text; then an allow-list sanitizer (nh3, the Ammonia library)
+    keeps only the tags and attributes of ``TAGS`` and links to
+    ``URL_SCHEMES``. Returned on one line inside a ``<div>``: whatever
+    renders the cell's markdown again (the formgrader, Jupyter) passes
+    an HTML block through as it is.
+    """
+    import nh3
+
+    html = _markdown()(source)
+    clean = nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES,
+                      url_schemes=URL_SCHEMES, url_relative="deny",
+                      link_rel="noopener noreferrer nofollow")
+    text = CODE.sub("", html)  # a tag named in code is no markup
+    removed = bool(ESCAPED_TAG.search(text)) or "<img" in html or any(
+        href.split(":")[0] not in URL_SCHEMES or ":" not in href
+        for href in HREF.findall(html))
+    return (f"<div class=\"{ANSWER_CLASS}\">"
+            + clean.strip().replace("\r", "").replace("\n", "&#10;")
+            + "</div>"), removed
 
 
-def clean_notebook(nb):
+@functools.cache
+def _markdown():
+    """nbconvert's markdown renderer, the student's HTML escaped."""
+    from nbconvert.filters.markdown_mistune import (
+        IPythonRenderer,
+        MarkdownWithMath,
+    )
+
+    return MarkdownWithMath(renderer=IPythonRenderer(
+        escape=True, allow_harmful_protocols=False)).render
+
+
+def clean_notebook(nb, trusted=frozenset()):
     """In place: every output of a code cell keeps only the types of
     ``SAFE_MIMES`` (HTML, JavaScript, SVG, Markdown and LaTeX outputs go,
-    with a note); markdown the student could write is escaped
-    (:func:`clean_markdown`) and loses its attachments. Return how many
-    things were removed."""
+    with a note); markdown the student could write becomes sanitised
+    HTML (:func:`render_markdown`) and loses its attachments, unless its
+    source is one of ``trusted`` (the released notebook's own markdown,
+    as the instructor wrote it). Return how many things were removed."""
     removed = 0
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and _student_cell(cell):
-            # every "<" is escaped; only a tag or a script link counts as
-            # removed ("$a < b$" in a written answer is no markup)
-            removed += bool(TAG.search(cell.source)
-                            or SCHEMES.search(cell.source))
-            cell.source = clean_markdown(cell.source)
+        if (cell.cell_type == "markdown" and _student_cell(cell)
+                and cell.source not in trusted):
+            # only a tag, a link or an image taken out counts as removed
+            # ("$a < b$" or `<pad>` in a written answer is no markup)
+            cell.source, dropped = render_markdown(cell.source)
+            removed += dropped
             if cell.get("attachments"):
                 cell.attachments = {}
                 removed += 1

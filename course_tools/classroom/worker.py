@@ -35,6 +35,7 @@ NEVER = "never-skipped-by-the-autograder"
 MAX_OUTPUTS = 5 * MAX_CELL_OUTPUT  # characters of messages in all
 MAX_MESSAGE = 256 * 2**20  # bytes of one message (ZMQ drops more)
 DISK_MB = 512  # what one submission may write, in all
+IOPUB_TIMEOUT_S = 20  # nbgrader's is 4 s
 PIDS = 512  # processes (and threads) of one submission
 # This worker's box, where the current submission's results go, and
 # what the sandbox saw of it (install_kernel, prepare, capped_execute).
@@ -63,7 +64,9 @@ def install_kernel(settings):
             scratch / "boxes" / str(uid), uid=uid,
             disk_mb=settings.get("disk_mb", DISK_MB),
             memory_mb=settings["memory_mb"],
-            pids=settings.get("pids", PIDS))
+            pids=settings.get("pids", PIDS),
+            cpus=settings.get("cpus", box.CPUS),
+            cpu_s=settings.get("cpu_s", box.CPU_S))
         _SANDBOX["box"] = kernel_box
         argv += [f"--uid={uid}", f"--box={kernel_box.folder}",
                  f"--pids={kernel_box.pids}"]
@@ -242,6 +245,11 @@ def _api(course_root, db, timeout, skip_tag=NEVER):
     config.CourseDirectory.root = str(course_root)
     config.CourseDirectory.db_url = f"sqlite:///{db}"
     config.Execute.timeout = timeout
+    # how long the outputs of a cell may come after its reply: waiting
+    # longer costs nothing when they come; past it the submission is
+    # left ungraded, the machine's failure, unless the kernel's slowness
+    # was its own (_kernel_to_blame)
+    config.Execute.iopub_timeout = IOPUB_TIMEOUT_S
     config.Execute.interrupt_on_timeout = True
     config.Execute.kernel_name = "python3"
     config.Execute.startup_timeout = 120
@@ -348,9 +356,11 @@ def _notebook(graded):
     return graded, None
 
 
-def read_graded(graded, timeout):
+def read_graded(graded, timeout, released=None):
     """Messages and pass lines per grade cell, and events; cuts long
-    outputs in the graded notebook (a path, or the notebook) in place.
+    outputs in the graded notebook (a path, or the notebook) in place
+    and sanitises what the student wrote (``text.clean_notebook``; the
+    markdown of the ``released`` notebook is the instructor's).
     The grader's remarks for the instructor (``instructor_notes``) are
     taken out of the graded notebook: they never reach the student."""
     notebook, path = _notebook(graded)
@@ -388,7 +398,9 @@ def read_graded(graded, timeout):
                 o.get("data", {}).get("text/plain", "")
                 for o in cell.outputs
                 if PASSED in str(o.get("data", {}).get("text/plain", ""))]
-    if clean_notebook(notebook):
+    trusted = frozenset(c.source for c in getattr(released, "cells", [])
+                        if c.cell_type == "markdown")
+    if clean_notebook(notebook, trusted):
         events.append("active content (HTML, JavaScript, SVG, markup) "
                       "removed from the graded notebook")
     if path is not None:
@@ -457,14 +469,36 @@ def read_scores(db, task):
 
 
 def _why_failed(result):
+    """``(reason, waited)``: why nbgrader could not grade a submission,
+    and whether the grader gave up waiting on the kernel (a timeout on
+    the grader's side: the kernel did not start, or its outputs did not
+    come, in time)."""
     text = f"{result.get('error') or ''}\n{result.get('log') or ''}"
     if "DeadKernelError" in text or "Kernel died" in text:
         return ("the kernel died while running the notebook (it exited, "
-                "crashed or ran out of memory)")
-    if "timed out" in text.lower() or "TimeoutError" in text:
-        return "the kernel did not respond in time"
+                "crashed or ran out of memory)"), False
+    if "timed out" in text.lower() or "TimeoutError" in text or \
+            "didn't respond" in text:
+        return "the kernel did not respond in time", True
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return "nbgrader could not grade it: " + (lines[-1] if lines else "?")
+    return "nbgrader could not grade it: " + (lines[-1] if lines
+                                               else "?"), False
+
+
+def _kernel_to_blame():
+    """Whether the last kernel's slowness was its own doing: it spent its
+    CPU budget, was stopped at its CPU quota for a while, or its own
+    crowd of processes used the CPU of its control group. Otherwise the
+    machine was busy."""
+    kernel_box = _SANDBOX.get("box")
+    if kernel_box is None:
+        return False
+    from course_tools.classroom import box
+
+    crowded = kernel_box.crowd > box.CROWD and \
+        (kernel_box.used or 0.0) > box.THROTTLED_S
+    return (kernel_box.spent or kernel_box.throttled > box.THROTTLED_S
+            or crowded)
 
 
 def grade(task, settings):
@@ -501,7 +535,15 @@ def grade(task, settings):
         if outcome.get("success"):
             result["status"] = "graded"
         else:
-            reasons.append(_why_failed(outcome))
+            why, waited = _why_failed(outcome)
+            if waited and not _kernel_to_blame():
+                result["status"] = "ungraded"
+                why = (f"not graded: {why}, on a busy machine; nothing "
+                       "was recorded: the next run grades it")
+            elif waited:
+                why += (" (its own processes took its share of the "
+                        "CPU)")
+            reasons.append(why)
         folder = (course_root / task["autograded_dir"] / task["student"]
                   / task["assignment"])
         for name in task["notebooks"]:
@@ -510,13 +552,17 @@ def grade(task, settings):
                 continue
             graded = nbformat.read(path, as_version=4)
             broken = environment_failed(graded)
+            if result["status"] == "ungraded":
+                broken = None  # said already
             if broken:  # the grader's fault, not the student's
                 result["status"] = "ungraded"
                 reasons.append(f"{name}: {broken}; nothing was recorded: "
                                "fix the grading environment and run again")
             result["instructor"] += instructor_notes(graded)
             messages, passed, events = read_graded(
-                graded, settings["timeout"])
+                graded, settings["timeout"], _released(
+                    Path(task["template"]) / task["release_dir"]
+                    / task["assignment"] / f"{name}.ipynb"))
             lean.write_kept(graded, path)
             result["messages"][name] = messages
             result["passed"][name] = passed
@@ -571,12 +617,13 @@ def main():
         task = json.loads(line)
         try:
             result = grade(task, settings)
-        except Exception as error:  # the batch goes on
+        except Exception as error:  # the grader's: the batch goes on
             result = {k: task[k] for k in ("assignment", "student")}
-            result.update(status="failed", notebooks={}, messages={},
+            result.update(status="ungraded", notebooks={}, messages={},
                           passed={}, timestamp=None, work=task["work"],
-                          reasons=[f"grader error: {type(error).__name__}"
-                                   f": {error}"])
+                          reasons=[f"not graded: grader error: "
+                                   f"{type(error).__name__}: {error}; "
+                                   "the next run grades it"])
         replies.write(json.dumps(result) + "\n")
     if _SANDBOX.get("zygote"):  # reaped: its CPU time is counted
         os.kill(_SANDBOX["zygote"], 15)
