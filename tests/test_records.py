@@ -120,7 +120,7 @@ def test_a_record_goes_stale_when_a_source_changes(tmp_path):
     (root / "pkg" / "m.py").write_text(source + "\nX = 1\n")
     (root / "data.txt").write_text("corpus!")
     assert records.stale(record, root=root) == [
-        "part: pkg/m.py changed", "part: data.txt changed"]
+        "part: data.txt changed", "part: pkg/m.py changed"]
     (root / "data.txt").unlink()
     assert "part: data.txt is gone" in records.stale(record, root=root)
 
