@@ -17,6 +17,7 @@ replaces bytes that are not valid UTF-8 by U+FFFD.
 import heapq
 import json
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import regex
@@ -145,7 +146,7 @@ def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
     # c(a, b) = sum over words of freq * occurrences of (a, b)
     pair_counts, where = Counter(), {}
     for w, (word, f) in enumerate(zip(words, freqs, strict=True)):
-        for p in zip(word, word[1:]):
+        for p in pairwise(word):
             pair_counts[p] += f
             where.setdefault(p, set()).add(w)
     # a max-heap by (count, then smallest bytes): stale entries skipped
@@ -168,8 +169,8 @@ def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
         for w in where.pop((a, b)):
             old, f = words[w], freqs[w]
             new = merge(old, (a, b), new_id)
-            old_pairs = Counter(zip(old, old[1:]))
-            new_pairs = Counter(zip(new, new[1:]))
+            old_pairs = Counter(pairwise(old))
+            new_pairs = Counter(pairwise(new))
             for p in old_pairs.keys() | new_pairs.keys():
                 delta = new_pairs[p] - old_pairs[p]
                 if delta:
@@ -239,11 +240,11 @@ class Tokenizer:
         ids = [self._byte_ids[b] for b in piece.encode("utf-8")]
         rank = self.rank
         while len(ids) > 1:
-            best = min((rank[p] for p in zip(ids, ids[1:]) if p in rank),
+            best = min((rank[p] for p in pairwise(ids) if p in rank),
                        default=None)
             if best is None:
                 break
-            pair = next(p for p in zip(ids, ids[1:])
+            pair = next(p for p in pairwise(ids)
                         if rank.get(p) == best)
             ids = merge(ids, pair, best[1])
         if len(self._cache) >= _CACHE_SIZE:
@@ -292,8 +293,8 @@ class Tokenizer:
                     return m.start()
                 start = m.end()
         last = None
-        for last in self._pretokens.finditer(buffer, start, end):
-            pass
+        for match in self._pretokens.finditer(buffer, start, end):
+            last = match
         return end if last is None else last.start()
 
     def encode_iterable(self, chunks):

@@ -6,8 +6,8 @@ Conventions: a corpus is split into a training text and a held-out text
 (its last ``held_out`` fraction, as in
 :func:`course_lib.language_model.text_data`); a tokenizer is trained on
 the training text only. ``tokens (N,)`` are int64 ids; ``chars (N,)``
-the number of characters that start in each token. Losses are in nats; bits per character are
-``total nats / (characters * ln 2)``.
+the number of characters that start in each token. Losses are in nats;
+bits per character are ``total nats / (characters * ln 2)``.
 """
 
 import math
@@ -131,7 +131,7 @@ def train_pair(seed, *, steps=None, recipe=None, data=None):
         model = _model(V, recipe, d_ff)
         g = torch.Generator().manual_seed(seed)
         run = lm.train_next_token(
-            model, lambda ids=train_ids: lm.random_windows(
+            model, lambda ids=train_ids, g=g: lm.random_windows(
                 ids, recipe["batch_size"], recipe["context"], g),
             steps=steps, lr=recipe["lr"])
         results[kind] = {
