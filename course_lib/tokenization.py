@@ -19,6 +19,9 @@ from course_lib import language_model as lm
 
 __all__ = [
     "BPE_RECIPE",
+    "pair_counts",
+    "merge_pair",
+    "bpe_encode",
     "bits_per_character",
     "characters_started",
     "token_data",
@@ -31,6 +34,50 @@ __all__ = [
 # The tokenizer of the comparison: 512 ids (256 bytes, 256 merges)
 # learned on the training text, GPT-2's pattern, the stated tie rule.
 BPE_RECIPE = dict(vocab_size=512, held_out=0.1)
+
+
+def pair_counts(ids, starts, vocab_size):
+    """``counts (V, V)`` (int64): ``counts[a, b]`` is how often token
+    ``b`` follows token ``a`` within a pre-token in ``ids (N,)``;
+    ``starts (N,)`` (bool) is True where a pre-token begins, and no pair
+    crosses it."""
+    V = vocab_size
+    inside = ~starts[1:]  # pair (n, n + 1) lies within a pre-token
+    # count(a, b) = #{n : ids[n] = a, ids[n + 1] = b, inside[n]}
+    flat = ids[:-1][inside] * V + ids[1:][inside]
+    return torch.bincount(flat, minlength=V * V).reshape(V, V)
+
+
+def merge_pair(ids, pair, new_id):
+    """``ids (N,)`` with each occurrence of ``pair = (a, b)`` replaced by
+    ``new_id``, left to right without overlaps (``(M,)``, int64)."""
+    a, b = pair
+    x, out, n = ids.tolist(), [], 0
+    while n < len(x):
+        # a match at n consumes n + 1: the scan resumes after it
+        if n + 1 < len(x) and x[n] == a and x[n + 1] == b:
+            out.append(new_id)
+            n += 2
+        else:
+            out.append(x[n])
+            n += 1
+    return torch.tensor(out, dtype=ids.dtype)
+
+
+def bpe_encode(ids, merges, first_id):
+    """Encode one pre-token: ``ids (N,)`` are its bytes' ids, ``merges
+    (M, 2)`` the learned pairs in rank order, merge ``r`` making token
+    ``first_id + r``. Repeatedly merge the present pair of lowest rank;
+    returns ``(K,)`` int64."""
+    rank = {tuple(p): r for r, p in enumerate(merges.tolist())}
+    while len(ids) > 1:
+        present = [rank[p] for p in zip(ids[:-1].tolist(), ids[1:].tolist(),
+                                         strict=True) if p in rank]
+        if not present:
+            break
+        r = min(present)
+        ids = merge_pair(ids, tuple(merges[r].tolist()), first_id + r)
+    return ids.clone()
 
 
 def bits_per_character(loss, n_tokens, n_characters):
