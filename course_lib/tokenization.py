@@ -70,14 +70,24 @@ def bpe_encode(ids, merges, first_id):
     ``first_id + r``. Repeatedly merge the present pair of lowest rank;
     returns ``(K,)`` int64."""
     rank = {tuple(p): r for r, p in enumerate(merges.tolist())}
-    while len(ids) > 1:
-        present = [rank[p] for p in zip(ids[:-1].tolist(), ids[1:].tolist(),
-                                         strict=True) if p in rank]
+    x = ids.tolist()
+    while True:
+        # the pair learned first among those present
+        present = [rank[p] for p in zip(x[:-1], x[1:], strict=True)
+                   if p in rank]
         if not present:
-            break
+            return torch.tensor(x, dtype=ids.dtype)
         r = min(present)
-        ids = merge_pair(ids, tuple(merges[r].tolist()), first_id + r)
-    return ids.clone()
+        a, b = merges[r].tolist()
+        out, n = [], 0
+        while n < len(x):  # replace it left to right, no overlaps
+            if n + 1 < len(x) and x[n] == a and x[n + 1] == b:
+                out.append(first_id + r)
+                n += 2
+            else:
+                out.append(x[n])
+                n += 1
+        x = out
 
 
 def bits_per_character(loss, n_tokens, n_characters):

@@ -374,3 +374,13 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path):
     bad.write_text(json.dumps({"model": {"type": "WordPiece"}}))
     with pytest.raises(ValueError, match="BPE model"):
         bpe.Tokenizer.load(bad)
+
+
+def test_the_readme_example_round_trips():
+    """The README's tokenizer example (the wheel's test runs it too)."""
+    from tests.test_packaging import _readme_example
+
+    example = _readme_example()
+    assert "train_bpe" in example and "Tokenizer.load" in example
+    exec(example, {})
+

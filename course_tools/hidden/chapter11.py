@@ -25,8 +25,8 @@ HIDDEN = {
     ],
     "merge_pair": lambda: [
         Case("a run of four 3s", merge_case([3, 3, 3, 3], (3, 3), 6)),
-        Case("(2, 1) in an alternating run",
-             merge_case([1, 2, 1, 2, 1, 2, 1], (2, 1), 5)),
+        Case("(3, 2) in an alternating run",
+             merge_case([2, 3, 2, 3, 2, 3, 2], (3, 2), 5)),
         Case("a run of seven 0s between 1s",
              merge_case([1] + [0] * 7 + [1], (0, 0), 4)),
         Case("the pair at both ends", merge_case([6, 5, 2, 6, 5],
