@@ -120,9 +120,9 @@ def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
     to the pair that Hugging Face's ``BpeTrainer`` picks: the smallest
     ``(key(a), key(b))``, a byte's key its character's place in GPT-2's
     alphabet sorted, a merged token's its place in the order learned.
-    Pair counts are updated incrementally:
-    a merge recounts only the pre-tokens that contain its pair. Training
-    stops early when no pair is left. Returns ``(vocab, merges)``.
+    Pair counts are updated incrementally: a merge recounts only the
+    pre-tokens that contain its pair. Training stops early when no pair
+    is left. Returns ``(vocab, merges)``.
     """
     special_tokens = _check_specials(special_tokens)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) \
