@@ -17,8 +17,10 @@ language model.
   ``TEXT_RECIPE`` (900 steps): held-out bits per character of the BPE
   and the character model at equal parameters, and their CPU seconds.
 
-PyTorch runs on one thread. Writes ``bpe.latest.json`` here and the same
-record to ``course_lib/data/bpe.json``, which chapter 11 prints.
+A run with ``--seeds`` and no seed keeps the language model's figures
+of the record it replaces. PyTorch runs on one thread. Writes
+``bpe.latest.json`` here and the same record to
+``course_lib/data/bpe.json``, which chapter 11 prints.
 
     .venv/bin/python benchmarks/bpe.py [--seeds 0 1 2] [--out FILE]
 """
@@ -31,6 +33,7 @@ import statistics
 import time
 from datetime import date
 from importlib import resources
+from importlib.metadata import version
 from pathlib import Path
 
 import torch
@@ -161,13 +164,18 @@ def main(argv=None):
     text = lm.load_course_prose()
     tokenizer = tokenizer_figures(text)
     print(json.dumps(tokenizer, indent=1), flush=True)
-    model = model_figures(args.seeds)
+    if args.seeds:
+        model = model_figures(args.seeds)
+    else:  # keep the figures of the record this one replaces
+        model = json.loads(args.out.read_text())["model"]
     figures = records.stamp({
         "date": date.today().isoformat(),
         "machine": (f"{platform.machine()}, {os.cpu_count()} cores, "
                     f"Python {platform.python_version()}, torch "
                     f"{torch.__version__}"),
         "tokenizer": tokenizer,
+        "versions": {name: version(name) for name in (
+            "tokenizers", "tiktoken", "regex", "torch")},
         "model": model,
     }, records.loaded_sources(__file__))
     latest = args.out == HERE / "bpe.latest.json"

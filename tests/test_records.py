@@ -2,6 +2,7 @@
 that code is today's (``course_tools/records.py``)."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -143,3 +144,23 @@ def test_loaded_sources_are_the_imported_modules_of_the_package():
             "tests/test_records.py"} <= found
     assert all(name.startswith(("course_lib/", "tests/"))
                for name in found)
+
+
+def test_a_chapter_states_the_run_time_chapter_times_measured():
+    """An overview that states "benchmarks/chapter_times.py ... measured N
+    s of CPU" states the record's CPU seconds, rounded."""
+    times = json.loads((ROOT / "benchmarks" /
+                        "chapter_times.latest.json").read_text())["chapters"]
+    quoted = 0
+    for path in sorted(ROOT.glob("solutions/[0-9][0-9]_*/*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        overview = "".join(cells[0]["source"])
+        stated = re.search(r"measured\s+(\d+)\s+s\s+of\s+CPU", overview)
+        if "chapter_times.py" not in overview or not stated:
+            continue
+        cpu = times[path.parent.name]["cpu_seconds"]
+        assert int(stated[1]) == round(cpu), (
+            f"{path.name} states {stated[1]} s of CPU; "
+            f"chapter_times.latest.json measured {cpu}")
+        quoted += 1
+    assert quoted >= 2
