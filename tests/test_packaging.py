@@ -109,10 +109,13 @@ def _public_modules(names):
 
 
 def _readme_example():
-    """The Python block of the README's "Using course_lib" section."""
+    """The Python blocks of the README's "Using course_lib" section, one
+    after the other (up to the next section)."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## Using `course_lib` in another course", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    section = section.split("\n## ", 1)[0]
+    return "\n".join(re.findall(r"```python\n(.*?)```", section,
+                                re.DOTALL))
 
 
 def _run(argv, **kwargs):

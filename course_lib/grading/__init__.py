@@ -54,6 +54,8 @@ CHAPTER_OF = {
     "decoding_work": "chapter09",
     "next_token_loss": "chapter10", "sample_top_k": "chapter10",
     "kv_attention_step": "chapter10", "induction_scores": "chapter10",
+    "pair_counts": "chapter11", "merge_pair": "chapter11",
+    "bpe_encode": "chapter11", "bits_per_character": "chapter11",
 }
 
 

@@ -450,7 +450,15 @@ def _compare(exercise, case, what, name, index, got_value, expected_value,
                  for key in keys]
     worst = 0.0
     for item_label, got_item, expected_item in pairs:
-        lines = _mismatch(item_label, name, case, got_item, expected_item)
+        try:
+            lines = _mismatch(item_label, name, case, got_item,
+                              expected_item)
+        except GradingError as error:  # a shape or dtype that differs
+            hint = _diagnose(exercise, wrong_fns, case, got_value,
+                             expected_value, index)
+            if hint is None:
+                raise
+            raise GradingError(f"{error}\n{hint}") from None
         if lines is None:
             got = as_array(got_item, item_label)
             if got.dtype != bool:

@@ -55,6 +55,7 @@ from course_tools.classroom.launch import HEADER
 PRELOAD = ("numpy", "torch", "torch.nn.functional",
            "torch.utils.flop_counter", "scipy.spatial", "matplotlib",
            "matplotlib.pyplot", "matplotlib_inline.backend_inline",
+           "regex",  # course_lib.bpe (chapter 11)
            "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel",
            "ipykernel.zmqshell", "ipykernel.debugger",
            # what ipykernel imports as it starts (its shell's debugger,
