@@ -18,7 +18,8 @@ as ``/ipc``; a fresh ``/proc``; a minimal ``/dev``), switches to it,
 drops to ``--uid`` with no capabilities and no way to gain any, loads
 the seccomp profile of :mod:`.seccomp` (Docker's default: no namespace,
 mount, BPF, key or trace calls), and becomes the kernel, its standard
-streams a pipe that the parent drains and caps (:func:`drain`). When it dies, every process of the namespace dies.
+streams a pipe that the parent drains and caps (:mod:`.output`). When
+it dies, every process of the namespace dies.
 The parent waits for it and exits with its status. The network
 namespace has no interface up: the kernel talks to the grader through
 Unix sockets in ``/ipc`` (ZMQ ``ipc`` transport).
@@ -37,8 +38,7 @@ import signal
 import socket
 import sys
 
-from course_tools.classroom import box, cgroup, files, launch, output, \
-    seccomp
+from course_tools.classroom import box, cgroup, files, launch, output, seccomp
 from course_tools.classroom.launch import KEEP_VARIABLES, Refused
 
 ENV_PASSED = ("LANG", "LANGUAGE", "TZ", "MPLBACKEND")
