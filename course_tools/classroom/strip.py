@@ -79,11 +79,16 @@ def _owner(obj):
     return module, name
 
 
-def removed(names):
-    """``{module: {top-level names}}`` to take out for exercises
-    ``names``: the references, the forbidden course objects and the
-    private helpers they use, less what stays (:func:`kept`; see the
-    module's docstring)."""
+def answers(names):
+    """``{module: {top-level names}}`` that compute an answer to one of
+    the exercises ``names``: the reference and the course objects its
+    specification names as shortcuts (``forbidden_reference``), every
+    private helper of the same module that they use, and every private
+    function of the reference's module built on what the exercise builds
+    on (``builds_on``, or a private core of it): a function that does
+    what the exercise asks (chapter 10's private cached attention step,
+    built on ``split_heads`` and ``merge_heads`` beside
+    ``kv_attention_step``)."""
     from course_lib.grading import exercise
 
     table = {}
@@ -93,20 +98,73 @@ def removed(names):
             owner = _owner(obj)
             if owner:
                 table.setdefault(owner[0], set()).add(owner[1])
-    keep = kept(names)
+        owner = _owner(spec.reference)
+        if owner:
+            table.setdefault(owner[0], set()).update(
+                _built_alike(owner[0], spec.builds_on))
     for module, found in table.items():
         found |= _closure(module, found)
-        found -= keep.get(module, set())
-    return {module: found for module, found in table.items() if found}
+    return table
 
 
-def kept(names):
+def _built_alike(module, blocks):
+    """The private top-level functions of ``module`` that use one of
+    ``blocks`` (course objects) or a private helper of one."""
+    names = set()
+    for obj in blocks:
+        owner = _owner(obj)
+        if owner:
+            names |= {owner[1]} | _closure(owner[0], {owner[1]})
+    defs = _definitions(ast.parse(inspect.getsource(
+        importlib.import_module(module))))
+    return {name for name, node in defs.items()
+            if name.startswith("_") and not name.startswith("__")
+            and _names_in(node) & names}
+
+
+def _names_in(node):
+    return {sub.id if isinstance(sub, ast.Name) else sub.attr
+            for sub in ast.walk(node)
+            if isinstance(sub, ast.Name | ast.Attribute)}
+
+
+def plan(names):
+    """``(removed, replaced)``, both ``{module: {top-level names}}``:
+    what becomes a stub, and what becomes its stand-in
+    (:mod:`.standins`), for exercises ``names``. An answer
+    (:func:`answers`) with a stand-in is replaced by it; one without
+    that an exercise builds on (:func:`kept`) stays whole, the exercise
+    then guarded by its rules alone; every other one is removed."""
+    from course_tools.classroom.standins import standin
+
+    table = answers(names)
+    keep = kept(names, table)
+    removed, replaced = {}, {}
+    for module, found in table.items():
+        for name in found:
+            if standin(module, name):
+                replaced.setdefault(module, set()).add(name)
+            elif name not in keep.get(module, set()):
+                removed.setdefault(module, set()).add(name)
+    return removed, replaced
+
+
+def removed(names):
+    """``{module: {top-level names}}`` that become stubs for exercises
+    ``names`` (:func:`plan`)."""
+    return plan(names)[0]
+
+
+def kept(names, table=None):
     """``{module: {names}}`` that stay although an exercise of ``names``
     asks for them or forbids them: what an exercise builds on
     (``builds_on``) and everything of ``course_lib`` that it uses, in its
-    module or another."""
+    module or another, where it has no stand-in; a stand-in's own uses
+    stay instead (``table``: :func:`answers`)."""
     from course_lib.grading import exercise
+    from course_tools.classroom.standins import standin
 
+    table = answers(names) if table is None else table
     found, todo = {}, []
     for name in names:
         todo += [_owner(obj) for obj in exercise(name).builds_on]
@@ -114,16 +172,20 @@ def kept(names):
         owner = todo.pop()
         if owner is None or owner[1] in found.get(owner[0], set()):
             continue
-        found.setdefault(owner[0], set()).add(owner[1])
-        todo += _uses(*owner)
+        source = standin(*owner) if owner[1] in table.get(
+            owner[0], ()) else None
+        if source is None:
+            found.setdefault(owner[0], set()).add(owner[1])
+        todo += _uses(*owner, source=source)
     return found
 
 
-def _uses(module, name):
+def _uses(module, name, source=None):
     """The course_lib objects that the top-level definition ``name`` of
-    ``module`` refers to by name: ``[(module, name), ...]``."""
+    ``module`` (or ``source``, its stand-in) refers to by name:
+    ``[(module, name), ...]``."""
     space = vars(importlib.import_module(module))
-    defs = _definitions(ast.parse(inspect.getsource(
+    defs = _definitions(ast.parse(source or inspect.getsource(
         importlib.import_module(module))))
     if name not in defs:
         return []
@@ -184,21 +246,25 @@ def _stub(node, assignment):
     return "\n".join(lines)
 
 
-def strip_source(source, names, assignment):
+def strip_source(source, names, assignment, standins=None):
     """``source`` of a module with the definitions ``names`` replaced by
-    stubs (decorators dropped); raises ``ValueError`` when one of
-    ``names`` is not defined at the top level."""
+    stubs and those of ``standins`` (``{name: source}``) by their
+    stand-ins (decorators dropped); raises ``ValueError`` when one of
+    them is not defined at the top level."""
+    standins = standins or {}
     tree = ast.parse(source)
     defs = _definitions(tree)
-    missing = sorted(set(names) - set(defs))
+    missing = sorted((set(names) | set(standins)) - set(defs))
     if missing:
         raise ValueError(f"expected top-level definitions of {missing}")
     lines = source.splitlines(keepends=True)
     spans = sorted(((min([defs[n].lineno] + [d.lineno for d in
                                              defs[n].decorator_list]),
-                     defs[n].end_lineno, n) for n in names), reverse=True)
+                     defs[n].end_lineno, n)
+                    for n in set(names) | set(standins)), reverse=True)
     for start, end, name in spans:
-        lines[start - 1:end] = [_stub(defs[name], assignment) + "\n"]
+        lines[start - 1:end] = [standins[name] if name in standins
+                                else _stub(defs[name], assignment) + "\n"]
     text = "".join(lines)
     # The import goes after the docstring and the __future__ imports.
     body = ast.parse(text).body
@@ -241,13 +307,18 @@ def build(package, names, target, *, assignment):
     """Write ``package`` (the folder of ``course_lib``) into ``target``
     with the answers to exercises ``names`` taken out; return
     ``{module: sorted names}`` of what was removed."""
+    from course_tools.classroom.standins import standin
+
     package, target = Path(package), Path(target)
-    table = removed(names)
+    table, replaced = plan(names)
     files = {}
-    for module, found in table.items():
+    for module in set(table) | set(replaced):
         path = package / Path(*module.split(".")[1:])
-        files[path.with_suffix(".py") if path.with_suffix(".py").is_file()
-              else path / "__init__.py"] = found
+        path = path.with_suffix(".py") if path.with_suffix(".py").is_file() \
+            else path / "__init__.py"
+        files[path] = (table.get(module, set()), {
+            name: standin(module, name)
+            for name in replaced.get(module, ())})
     if target.exists():
         shutil.rmtree(target)
     for folder, dirs, filenames in os.walk(package):
@@ -265,8 +336,9 @@ def build(package, names, target, *, assignment):
                 destination.write_text(SPEC_STUB.format(
                     stem=filename[:-3], assignment=assignment))
             elif source in files:
+                stubbed, standins = files[source]
                 destination.write_text(strip_source(
-                    source.read_text(), files[source], assignment))
+                    source.read_text(), stubbed, assignment, standins))
             else:
                 shutil.copyfile(source, destination)
             os.chmod(destination, 0o644)
