@@ -141,7 +141,9 @@ UNPATCHIFY = Exercise(
              {"height": 2, "width": 2}),
     ],
     misconceptions=tuple(Misconception(*m) for m in UNPATCH_MISCONCEPTIONS),
-    # the text: derive it, do not call ref.patchify (on an index image)
+    # the text: derive it, do not call ref.patchify (on an index image);
+    # in the grading kernel patchify is a stand-in on im2col
+    forbidden_torch=frozenset({"im2col"}),
     forbidden_reference=(ref.unpatchify, ref.patchify),
     shortcut_advice=("Undo the cut with reshape and permute, without "
                      "ref.patchify."),
