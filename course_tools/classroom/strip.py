@@ -43,6 +43,7 @@ import inspect
 import os
 import re
 import shutil
+from functools import cache
 from pathlib import Path
 
 NOT_AVAILABLE = (
@@ -115,9 +116,7 @@ def _built_alike(module, blocks):
         owner = _owner(obj)
         if owner:
             names |= {owner[1]} | _closure(owner[0], {owner[1]})
-    defs = _definitions(ast.parse(inspect.getsource(
-        importlib.import_module(module))))
-    return {name for name, node in defs.items()
+    return {name for name, node in _module_definitions(module).items()
             if name.startswith("_") and not name.startswith("__")
             and _names_in(node) & names}
 
@@ -185,8 +184,8 @@ def _uses(module, name, source=None):
     ``module`` (or ``source``, its stand-in) refers to by name:
     ``[(module, name), ...]``."""
     space = vars(importlib.import_module(module))
-    defs = _definitions(ast.parse(source or inspect.getsource(
-        importlib.import_module(module))))
+    defs = _definitions(ast.parse(source)) if source else \
+        _module_definitions(module)
     if name not in defs:
         return []
     found = []
@@ -196,6 +195,13 @@ def _uses(module, name, source=None):
             if owner and owner[0].startswith("course_lib."):
                 found.append(owner)
     return found
+
+
+@cache
+def _module_definitions(module):
+    """:func:`_definitions` of ``module``'s source, parsed once."""
+    return _definitions(ast.parse(inspect.getsource(
+        importlib.import_module(module))))
 
 
 def _definitions(tree):
@@ -208,8 +214,7 @@ def _definitions(tree):
 def _closure(module, names, private=True):
     """The top-level names of ``module`` (private ones only, with
     ``private``) that ``names`` use, transitively."""
-    source = inspect.getsource(importlib.import_module(module))
-    defs = _definitions(ast.parse(source))
+    defs = _module_definitions(module)
     todo, seen = [n for n in names if n in defs], set(names)
     while todo:
         node = defs[todo.pop()]
