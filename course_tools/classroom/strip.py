@@ -18,7 +18,10 @@ package in which
   that a removed definition uses, directly or through another removed
   helper of the same module (``_attend`` for
   ``scaled_dot_product_attention``, ``_split`` and ``_merge`` for
-  ``split_heads`` and ``merge_heads``);
+  ``split_heads`` and ``merge_heads``), and every private function of
+  the reference's module built on what the exercise builds on, which
+  does what the exercise asks through another interface (chapter 10's
+  ``_cached_attention`` beside ``kv_attention_step``): :func:`answers`;
 - the exercise specifications (``course_lib/grading/chapterNN.py``)
   are replaced by modules whose import raises: their references and
   their parametrised misconceptions (one with no bug left in is an
@@ -30,11 +33,17 @@ What an answer may use stays: chapter 3's kernel keeps chapter 2's
 ``scaled_dot_product_attention``; what an exercise's specification says
 its answer may build on (``builds_on``: chapter 4's ``TransformerLayer``
 on ``FeedForward`` and ``LayerNorm``, chapter 7's ``VisionTransformer``
-on chapter 4's encoder) stays with all it uses, even where another
-exercise of the assignment asks for it or forbids it; that exercise is
-then guarded by the rules alone. What is removed is derived from the
-specifications, never listed by hand (:func:`removed`), and
-``tests/test_strip.py`` checks it per exercise.
+on chapter 4's encoder) stays with all it uses. Where that is an answer
+of the assignment (``LayerNorm`` computes ``layer_norm``; chapter 10's
+``cached_forward`` needs ``_cached_attention``), the kernel gets its
+stand-in (:mod:`.standins`), the same interface built on the PyTorch
+operation the exercise's rule forbids, so that no answer is in the
+kernel's files; where there is none (``FeedForward``, ``apply_rotary``:
+no PyTorch operation computes them), it stays whole and that exercise
+is guarded by the rules alone. What is removed is derived from the
+specifications, never listed by hand (:func:`plan`), and
+``tests/test_strip.py`` checks it per exercise, and executes the
+kernel's own sources as answers.
 """
 
 import ast
@@ -164,13 +173,14 @@ def kept(names, table=None):
     from course_tools.classroom.standins import standin
 
     table = answers(names) if table is None else table
-    found, todo = {}, []
+    found, todo, seen = {}, [], set()
     for name in names:
         todo += [_owner(obj) for obj in exercise(name).builds_on]
     while todo:
         owner = todo.pop()
-        if owner is None or owner[1] in found.get(owner[0], set()):
+        if owner is None or owner in seen:
             continue
+        seen.add(owner)
         source = standin(*owner) if owner[1] in table.get(
             owner[0], ()) else None
         if source is None:
