@@ -27,9 +27,9 @@ PACKAGE = Path(course_lib.__file__).resolve().parent
 CHAPTERS = sorted(p.name for p in (ROOT / "chapters").glob("[0-9][0-9]_*"))
 
 # The exercises whose course version stays in their own chapter's kernel,
-# because another exercise there builds on it (``builds_on``).
-BUILT_ON = {"FeedForward", "layer_norm", "apply_rotary", "patchify",
-            "PatchEmbedding"}
+# because another exercise there builds on it (``builds_on``) and it has
+# no stand-in (``course_tools/classroom/standins.py``).
+BUILT_ON = {"FeedForward", "apply_rotary"}
 # What later chapters build on, present in the kernel of a chapter.
 KEPT = {"03_multi_head_attention": (
     "from course_lib.attention import scaled_dot_product_attention as f\n"
@@ -152,7 +152,12 @@ def test_no_path_reaches_the_answer(name, tmp_path_factory):
     _, table = built(chapter, folder)
     reference = exercise(name).reference
     module, top = reference.__module__, reference.__qualname__.split(".")[0]
-    kept = strip.kept(strip.exercises_of(_released(chapter)))
+    names = strip.exercises_of(_released(chapter))
+    if top in strip.plan(names)[1].get(module, ()):
+        # a stand-in on an operation the rule forbids: see
+        # test_each_stand_in_is_a_forbidden_call
+        return
+    kept = strip.kept(names)
     if top in kept.get(module, ()):
         # another exercise of the chapter builds on it: it stays, and the
         # rules alone guard this exercise (see strip's docstring)
@@ -215,3 +220,171 @@ def test_the_answer_is_not_in_the_files(name, tmp_path_factory):
                 stub.splitlines()) <= 4, (module, top, stub)
 
 
+
+
+def _earns(spec, obj):
+    """Whether ``obj``, run as the answer to ``spec`` on its visible
+    cases, earns any point."""
+    from course_lib.grading.engine import run_each
+    from course_lib.grading.families import tally
+
+    try:
+        judged, _ = run_each(spec, obj, spec.visible())
+    except Exception:  # noqa: BLE001 - a candidate that cannot even run
+        return False
+    return any(r.earned > 0 for r in tally(spec, judged, points=1))
+
+
+def _caught(spec, node, namespace):
+    """The rules' findings on definition ``node`` as ``spec``'s answer."""
+    from course_lib.grading import forbidden, rules
+
+    tree = rules.parse(ast.unparse(node))
+    names = rules.aliases_of(namespace)
+    names.update(rules.aliases([tree]))
+    return rules.uses(tree, **forbidden(spec), aliases=names)
+
+
+def _executed(path, module):
+    """The namespace of the kernel's own source ``path`` of ``module``,
+    executed (as a student may: ``exec(open(path).read())``) with its
+    imports from this process's ``course_lib``."""
+    import types
+
+    error = sys.modules.setdefault(strip.ERROR_MODULE, types.ModuleType(
+        strip.ERROR_MODULE))
+    exec(strip.ERROR_SOURCE, vars(error))
+    space = {"__name__": f"kernel_copy.{module}"}
+    exec(compile(path.read_text(), str(path), "exec"), space)
+    return space
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_executing_the_kernels_own_source_earns_nothing(
+        chapter, tmp_path_factory):
+    """Every function and class of the kernel's copy of a module that
+    holds an answer or what an answer builds on, executed from its source
+    and run as the answer to each exercise of the chapter: none earns a
+    point unless the exercise's rules catch it (a stand-in on PyTorch's
+    own operation, a building block the rules name)."""
+    names = strip.exercises_of(_released(chapter))
+    target, _ = built(chapter, str(tmp_path_factory.getbasetemp()))
+    modules = set(strip.answers(names)) | set(strip.kept(names))
+    modules = sorted(m for m in modules
+                     if not m.startswith("course_lib.grading"))
+    earned = []
+    for module in modules:
+        path = target / Path(*module.split(".")[1:]).with_suffix(".py")
+        space = _executed(path, module)
+        defs = strip._definitions(ast.parse(path.read_text()))
+        for name, node in defs.items():
+            obj = space.get(name)
+            for exercise_name in names:
+                spec = exercise(exercise_name)
+                if callable(obj) and _earns(spec, obj) and not _caught(
+                        spec, node, space):
+                    earned.append((exercise_name, module, name))
+    # what an exercise of the chapter builds on, with no stand-in yet:
+    # guarded by the rules alone (BUILT_ON)
+    assert {e for e, m, n in earned} <= BUILT_ON, earned
+    assert all(e == n for e, m, n in earned), earned
+
+
+def test_a_private_function_that_computes_an_answer_leaves_with_it():
+    """Chapter 10's private cached attention step does what
+    ``kv_attention_step`` asks, through another interface: it is one of
+    that exercise's answers, and in the kernel it is a stand-in."""
+    found = strip.answers(["kv_attention_step"])
+    assert "_cached_attention" in found["course_lib.generation"]
+    removed, replaced = strip.plan(["kv_attention_step"])
+    assert "kv_attention_step" in removed["course_lib.generation"]
+    assert replaced == {"course_lib.generation": {"_cached_attention"}}
+
+
+@pytest.mark.parametrize("name", sorted(CHAPTER_OF))
+def test_every_answer_is_removed_replaced_or_built_on(name):
+    """Per exercise: each definition that computes its answer
+    (:func:`strip.answers`) is a stub, a stand-in, or stays because an
+    exercise of the chapter builds on it (and then it is one of
+    ``BUILT_ON``'s or a private helper of one)."""
+    names = strip.exercises_of(_released(assignment_of()[name]))
+    removed, replaced = strip.plan(names)
+    kept = strip.kept(names)
+    for module, found in strip.answers([name]).items():
+        for top in found:
+            where = [top in removed.get(module, ()),
+                     top in replaced.get(module, ()),
+                     top in kept.get(module, ())]
+            assert sum(where) == 1, (name, module, top, where)
+
+
+def _standin_object(module, name):
+    from course_tools.classroom.standins import standin
+
+    space = dict(vars(importlib.import_module(module)))
+    exec(standin(module, name), space)
+    return space[name], space
+
+
+def test_each_stand_in_computes_what_the_original_does():
+    import torch
+
+    from course_lib.generation import KVCache, _cached_attention
+    from course_lib.layers import LayerNorm
+    from course_lib.multihead import MultiHeadAttention
+
+    torch.manual_seed(0)
+    standin, _ = _standin_object("course_lib.layers", "LayerNorm")
+    original, mine = LayerNorm(d_model=8), standin(d_model=8)
+    with torch.no_grad():
+        original.weight.normal_()
+        original.bias.normal_()
+    mine.load_state_dict(original.state_dict())
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(mine(x), original(x))
+    assert list(mine.state_dict()) == list(original.state_dict())
+
+    step, _ = _standin_object("course_lib.generation", "_cached_attention")
+    attention = MultiHeadAttention(d_model=8, n_heads=2)
+    X = torch.randn(2, 3, 8)
+    mask = torch.ones(2, 1, 3, 3, dtype=torch.bool).tril()
+    mask[1, :, 0] = False  # a query with no key at all
+    outputs = []
+    for function in (_cached_attention, step):
+        cache = KVCache(n_layers=1, batch_size=2, n_heads=2, d_head=4,
+                        capacity=4)
+        with torch.no_grad():
+            outputs.append((function(attention, X, cache, 0, mask),
+                            cache.keys[0].clone()))
+    torch.testing.assert_close(outputs[1], outputs[0])
+
+    from course_lib.vit import PatchEmbedding, patchify
+
+    cut, _ = _standin_object("course_lib.vit", "patchify")
+    images = torch.randn(2, 3, 8, 6, dtype=torch.float64)
+    assert torch.equal(cut(images, 2), patchify(images, 2))
+    embed, _ = _standin_object("course_lib.vit", "PatchEmbedding")
+    kwargs = {"image_size": 8, "patch_size": 4, "in_channels": 3,
+              "d_model": 16}
+    original, mine = PatchEmbedding(**kwargs), embed(**kwargs)
+    mine.load_state_dict(original.state_dict())
+    images = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(mine(images), original(images))
+
+
+@pytest.mark.parametrize("entry", sorted(
+    __import__("course_tools.classroom.standins",
+               fromlist=["STANDINS"]).STANDINS))
+def test_each_stand_in_is_a_forbidden_call(entry):
+    """Executed as a student's answer, each stand-in is caught by the
+    rules of every exercise whose answer it stands in for."""
+    module, name = entry
+    _, space = _standin_object(module, name)
+    node = strip._definitions(ast.parse(
+        __import__("course_tools.classroom.standins", fromlist=["x"]
+                   ).standin(module, name)))[name]
+    owners = [n for n in sorted(CHAPTER_OF)
+              if name in strip.answers([n]).get(module, ())]
+    assert owners, entry
+    for owner in owners:
+        assert _caught(exercise(owner), node, space), (entry, owner)

@@ -72,6 +72,9 @@ PATCHIFY = Exercise(
         Case("p = 1: each pixel a patch", (randn(1, 2, 2, 3, seed=709), 1)),
     ],
     misconceptions=tuple(Misconception(*m) for m in PATCH_MISCONCEPTIONS),
+    # im2col (F.unfold's core) cuts the patches: the grading kernel's
+    # stand-in for patchify is built on it
+    forbidden_torch=frozenset({"im2col"}),
     forbidden_reference=(ref.patchify,),
     shortcut_advice="Write it with reshape and permute.",
 )
@@ -138,8 +141,12 @@ UNPATCHIFY = Exercise(
              {"height": 2, "width": 2}),
     ],
     misconceptions=tuple(Misconception(*m) for m in UNPATCH_MISCONCEPTIONS),
-    forbidden_reference=(ref.unpatchify,),
-    shortcut_advice="Undo the cut with reshape and permute.",
+    # the text: derive it, do not call ref.patchify (on an index image);
+    # in the grading kernel patchify is a stand-in on im2col
+    forbidden_torch=frozenset({"im2col"}),
+    forbidden_reference=(ref.unpatchify, ref.patchify),
+    shortcut_advice=("Undo the cut with reshape and permute, without "
+                     "ref.patchify."),
 )
 
 # --------------------------------------------------------- patch embedding
@@ -217,6 +224,7 @@ PATCH_EMBEDDING = Exercise(
         *(_wrong_embedding(name, advice, split=fn)
           for name, advice, fn in PATCH_MISCONCEPTIONS),
     ),
+    forbidden_torch=frozenset({"im2col"}),
     forbidden_reference=(ref.PatchEmbedding,),
     shortcut_advice=("Cut the patches (your patchify or ref.patchify), "
                      "project them, prepend the class token and add the "

@@ -528,7 +528,10 @@ class _Slot:
 
 
 def _spawn(settings):
-    log = open(Path(settings["scratch"]) / "worker.log", "ab")
+    # the grader's alone (0600): no kernel holds it or may read it
+    log = open(os.open(Path(settings["scratch"]) / "worker.log",
+                       os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+    os.fchmod(log.fileno(), 0o600)
     # Only what grading needs: the zygote that forks the kernels is a
     # copy of the grading process, so nothing else of this environment
     # (an instructor's tokens, a database password) may be in its memory.

@@ -15,8 +15,11 @@ tmpfs (the system's ``/usr`` and a few files of ``/etc``, the
 top of the one it replaces; the box's ``work/`` as its
 working folder ``/home/student``, its ``tmp/`` as ``/tmp``, its ``ipc/``
 as ``/ipc``; a fresh ``/proc``; a minimal ``/dev``), switches to it,
-drops to ``--uid`` with no capabilities and no way to gain any, and
-becomes the kernel. When it dies, every process of the namespace dies.
+drops to ``--uid`` with no capabilities and no way to gain any, loads
+the seccomp profile of :mod:`.seccomp` (Docker's default: no namespace,
+mount, BPF, key or trace calls), and becomes the kernel, its standard
+streams a pipe that the parent drains and caps (:mod:`.output`). When
+it dies, every process of the namespace dies.
 The parent waits for it and exits with its status. The network
 namespace has no interface up: the kernel talks to the grader through
 Unix sockets in ``/ipc`` (ZMQ ``ipc`` transport).
@@ -26,7 +29,6 @@ Unix sockets in ``/ipc`` (ZMQ ``ipc`` transport).
 """
 
 import argparse
-import ctypes
 import json
 import os
 import platform
@@ -36,7 +38,7 @@ import signal
 import socket
 import sys
 
-from course_tools.classroom import box, cgroup, files, launch
+from course_tools.classroom import box, cgroup, files, launch, output, seccomp
 from course_tools.classroom.launch import KEEP_VARIABLES, Refused
 
 ENV_PASSED = ("LANG", "LANGUAGE", "TZ", "MPLBACKEND")
@@ -44,13 +46,13 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
                     "OPENBLAS_NUM_THREADS")
 NAMESPACES = 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | \
     0x04000000  # mount, PID, network, IPC, UTS
+CLONE_NEWUSER = 0x10000000
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
-PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 # The kernel's keyrings outlive its processes and belong to its uid, a
-# channel from one submission to the next: the key system calls (and any
-# of another ABI) fail with EPERM. (audit arch, add_key, request_key,
-# keyctl) per machine.
+# channel from one submission to the next: the key system calls fail
+# with EPERM (seccomp.py). (audit arch, add_key, request_key, keyctl)
+# per machine, for the probes.
 KEY_CALLS = {"x86_64": (0xC000003E, 248, 249, 250),
              "aarch64": (0xC00000B7, 217, 218, 219)}
 ETC = ("passwd", "group", "hosts", "nsswitch.conf", "localtime",
@@ -216,40 +218,13 @@ def _drop(uid):
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     box.check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    _no_keyrings()
+    try:
+        seccomp.apply()
+    except seccomp.Unavailable as error:
+        raise Refused(str(error)) from None
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getuid() != uid or os.geteuid() != uid:
         raise Refused(f"expected to run as uid {uid}")
-
-
-class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
-                ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
-
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort),
-                ("filter", ctypes.POINTER(_Filter))]
-
-
-def _no_keyrings():
-    """A seccomp filter: the key system calls fail with EPERM."""
-    if platform.machine() not in KEY_CALLS:
-        raise Refused(f"no seccomp filter for {platform.machine()}")
-    arch, add_key, request_key, keyctl = KEY_CALLS[platform.machine()]
-    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, eperm = 0x7FFF0000, 0x00050000 | 1
-    rules = [(load, 0, 0, 4),  # the calling ABI
-             (jeq, 0, 6, arch),  # another ABI: EPERM
-             (load, 0, 0, 0),  # the system call's number
-             (jeq, 4, 0, add_key), (jeq, 3, 0, request_key),
-             (jeq, 2, 0, keyctl),
-             (jge, 1, 0, 0x40000000),  # x32 numbers
-             (ret, 0, 0, allow), (ret, 0, 0, eperm)]
-    table = (_Filter * len(rules))(*[_Filter(*r) for r in rules])
-    program = _Program(len(rules), table)
-    box.check(box.LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
-                             ctypes.byref(program), 0, 0), "seccomp")
 
 
 def _environment(uid):
@@ -298,6 +273,8 @@ def _probe_inside():
     number = KEY_CALLS[platform.machine()][1]
     if box.LIBC.syscall(number, b"user", b"probe", b"x", 1, -4) != -1:
         raise Refused("the kernel can store keys in a keyring")
+    if box.LIBC.unshare(CLONE_NEWUSER) == 0:
+        raise Refused("the kernel can create a user namespace")
     for address in (("127.0.0.1", 22), ("192.0.2.1", 80)):
         with socket.socket() as probe:
             probe.settimeout(1)
@@ -305,8 +282,9 @@ def _probe_inside():
                 raise Refused(f"the network is reachable ({address[0]})")
 
 
-def _parent(child):
-    """Wait for process 1 of the namespace; exit with its status."""
+def _parent(child, drain):
+    """Drain process 1 of the namespace's output until it and every
+    process of the namespace are gone; exit with its status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # it reaches the kernel
 
     def stop(*_):
@@ -314,6 +292,8 @@ def _parent(child):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
+    drain.until_end()
+    drain.close()
     _, status = os.waitpid(child, 0)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
@@ -323,16 +303,20 @@ def isolate(args, command, plan=None):
     """Namespaces, limits and a new root; return an exit status.
     ``plan``: what ``_plan`` read already, when it did."""
     plan = plan or _plan(args, command)
+    seccomp.program()  # compiled here: the profile is not in the new root
     cgroup.join(args.cgroup)
     box.check(box.LIBC.unshare(NAMESPACES), "unshare")
+    read, write = output.pipe()
     kernel = os.fork()
     if kernel == 0:
         try:
+            output.take(read, write)
             child(plan, args)
         except BaseException as error:  # noqa: BLE001 - report, then die
             print(f"not isolated: {error}", flush=True)
             os._exit(70)
-    return _parent(kernel)
+    os.close(write)
+    return _parent(kernel, output.Drain(read))
 
 
 def parse(argv):

@@ -18,7 +18,10 @@ package in which
   that a removed definition uses, directly or through another removed
   helper of the same module (``_attend`` for
   ``scaled_dot_product_attention``, ``_split`` and ``_merge`` for
-  ``split_heads`` and ``merge_heads``);
+  ``split_heads`` and ``merge_heads``), and every private function of
+  the reference's module built on what the exercise builds on, which
+  does what the exercise asks through another interface (chapter 10's
+  ``_cached_attention`` beside ``kv_attention_step``): :func:`answers`;
 - the exercise specifications (``course_lib/grading/chapterNN.py``)
   are replaced by modules whose import raises: their references and
   their parametrised misconceptions (one with no bug left in is an
@@ -30,11 +33,17 @@ What an answer may use stays: chapter 3's kernel keeps chapter 2's
 ``scaled_dot_product_attention``; what an exercise's specification says
 its answer may build on (``builds_on``: chapter 4's ``TransformerLayer``
 on ``FeedForward`` and ``LayerNorm``, chapter 7's ``VisionTransformer``
-on chapter 4's encoder) stays with all it uses, even where another
-exercise of the assignment asks for it or forbids it; that exercise is
-then guarded by the rules alone. What is removed is derived from the
-specifications, never listed by hand (:func:`removed`), and
-``tests/test_strip.py`` checks it per exercise.
+on chapter 4's encoder) stays with all it uses. Where that is an answer
+of the assignment (``LayerNorm`` computes ``layer_norm``; chapter 10's
+``cached_forward`` needs ``_cached_attention``), the kernel gets its
+stand-in (:mod:`.standins`), the same interface built on the PyTorch
+operation the exercise's rule forbids, so that no answer is in the
+kernel's files; where there is none (``FeedForward``, ``apply_rotary``:
+no PyTorch operation computes them), it stays whole and that exercise
+is guarded by the rules alone. What is removed is derived from the
+specifications, never listed by hand (:func:`plan`), and
+``tests/test_strip.py`` checks it per exercise, and executes the
+kernel's own sources as answers.
 """
 
 import ast
@@ -43,6 +52,7 @@ import inspect
 import os
 import re
 import shutil
+from functools import cache
 from pathlib import Path
 
 NOT_AVAILABLE = (
@@ -79,11 +89,16 @@ def _owner(obj):
     return module, name
 
 
-def removed(names):
-    """``{module: {top-level names}}`` to take out for exercises
-    ``names``: the references, the forbidden course objects and the
-    private helpers they use, less what stays (:func:`kept`; see the
-    module's docstring)."""
+def answers(names):
+    """``{module: {top-level names}}`` that compute an answer to one of
+    the exercises ``names``: the reference and the course objects its
+    specification names as shortcuts (``forbidden_reference``), every
+    private helper of the same module that they use, and every private
+    function of the reference's module built on what the exercise builds
+    on (``builds_on``, or a private core of it): a function that does
+    what the exercise asks (chapter 10's private cached attention step,
+    built on ``split_heads`` and ``merge_heads`` beside
+    ``kv_attention_step``)."""
     from course_lib.grading import exercise
 
     table = {}
@@ -93,38 +108,94 @@ def removed(names):
             owner = _owner(obj)
             if owner:
                 table.setdefault(owner[0], set()).add(owner[1])
-    keep = kept(names)
+        owner = _owner(spec.reference)
+        if owner:
+            table.setdefault(owner[0], set()).update(
+                _built_alike(owner[0], spec.builds_on))
     for module, found in table.items():
         found |= _closure(module, found)
-        found -= keep.get(module, set())
-    return {module: found for module, found in table.items() if found}
+    return table
 
 
-def kept(names):
+def _built_alike(module, blocks):
+    """The private top-level functions of ``module`` that use one of
+    ``blocks`` (course objects) or a private helper of one."""
+    names = set()
+    for obj in blocks:
+        owner = _owner(obj)
+        if owner:
+            names |= {owner[1]} | _closure(owner[0], {owner[1]})
+    return {name for name, node in _module_definitions(module).items()
+            if name.startswith("_") and not name.startswith("__")
+            and _names_in(node) & names}
+
+
+def _names_in(node):
+    return {sub.id if isinstance(sub, ast.Name) else sub.attr
+            for sub in ast.walk(node)
+            if isinstance(sub, ast.Name | ast.Attribute)}
+
+
+def plan(names):
+    """``(removed, replaced)``, both ``{module: {top-level names}}``:
+    what becomes a stub, and what becomes its stand-in
+    (:mod:`.standins`), for exercises ``names``. An answer
+    (:func:`answers`) with a stand-in is replaced by it; one without
+    that an exercise builds on (:func:`kept`) stays whole, the exercise
+    then guarded by its rules alone; every other one is removed."""
+    from course_tools.classroom.standins import standin
+
+    table = answers(names)
+    keep = kept(names, table)
+    removed, replaced = {}, {}
+    for module, found in table.items():
+        for name in found:
+            if standin(module, name):
+                replaced.setdefault(module, set()).add(name)
+            elif name not in keep.get(module, set()):
+                removed.setdefault(module, set()).add(name)
+    return removed, replaced
+
+
+def removed(names):
+    """``{module: {top-level names}}`` that become stubs for exercises
+    ``names`` (:func:`plan`)."""
+    return plan(names)[0]
+
+
+def kept(names, table=None):
     """``{module: {names}}`` that stay although an exercise of ``names``
     asks for them or forbids them: what an exercise builds on
     (``builds_on``) and everything of ``course_lib`` that it uses, in its
-    module or another."""
+    module or another, where it has no stand-in; a stand-in's own uses
+    stay instead (``table``: :func:`answers`)."""
     from course_lib.grading import exercise
+    from course_tools.classroom.standins import standin
 
-    found, todo = {}, []
+    table = answers(names) if table is None else table
+    found, todo, seen = {}, [], set()
     for name in names:
         todo += [_owner(obj) for obj in exercise(name).builds_on]
     while todo:
         owner = todo.pop()
-        if owner is None or owner[1] in found.get(owner[0], set()):
+        if owner is None or owner in seen:
             continue
-        found.setdefault(owner[0], set()).add(owner[1])
-        todo += _uses(*owner)
+        seen.add(owner)
+        source = standin(*owner) if owner[1] in table.get(
+            owner[0], ()) else None
+        if source is None:
+            found.setdefault(owner[0], set()).add(owner[1])
+        todo += _uses(*owner, source=source)
     return found
 
 
-def _uses(module, name):
+def _uses(module, name, source=None):
     """The course_lib objects that the top-level definition ``name`` of
-    ``module`` refers to by name: ``[(module, name), ...]``."""
+    ``module`` (or ``source``, its stand-in) refers to by name:
+    ``[(module, name), ...]``."""
     space = vars(importlib.import_module(module))
-    defs = _definitions(ast.parse(inspect.getsource(
-        importlib.import_module(module))))
+    defs = _definitions(ast.parse(source)) if source else \
+        _module_definitions(module)
     if name not in defs:
         return []
     found = []
@@ -134,6 +205,13 @@ def _uses(module, name):
             if owner and owner[0].startswith("course_lib."):
                 found.append(owner)
     return found
+
+
+@cache
+def _module_definitions(module):
+    """:func:`_definitions` of ``module``'s source, parsed once."""
+    return _definitions(ast.parse(inspect.getsource(
+        importlib.import_module(module))))
 
 
 def _definitions(tree):
@@ -146,8 +224,7 @@ def _definitions(tree):
 def _closure(module, names, private=True):
     """The top-level names of ``module`` (private ones only, with
     ``private``) that ``names`` use, transitively."""
-    source = inspect.getsource(importlib.import_module(module))
-    defs = _definitions(ast.parse(source))
+    defs = _module_definitions(module)
     todo, seen = [n for n in names if n in defs], set(names)
     while todo:
         node = defs[todo.pop()]
@@ -184,21 +261,25 @@ def _stub(node, assignment):
     return "\n".join(lines)
 
 
-def strip_source(source, names, assignment):
+def strip_source(source, names, assignment, standins=None):
     """``source`` of a module with the definitions ``names`` replaced by
-    stubs (decorators dropped); raises ``ValueError`` when one of
-    ``names`` is not defined at the top level."""
+    stubs and those of ``standins`` (``{name: source}``) by their
+    stand-ins (decorators dropped); raises ``ValueError`` when one of
+    them is not defined at the top level."""
+    standins = standins or {}
     tree = ast.parse(source)
     defs = _definitions(tree)
-    missing = sorted(set(names) - set(defs))
+    missing = sorted((set(names) | set(standins)) - set(defs))
     if missing:
         raise ValueError(f"expected top-level definitions of {missing}")
     lines = source.splitlines(keepends=True)
     spans = sorted(((min([defs[n].lineno] + [d.lineno for d in
                                              defs[n].decorator_list]),
-                     defs[n].end_lineno, n) for n in names), reverse=True)
+                     defs[n].end_lineno, n)
+                    for n in set(names) | set(standins)), reverse=True)
     for start, end, name in spans:
-        lines[start - 1:end] = [_stub(defs[name], assignment) + "\n"]
+        lines[start - 1:end] = [standins[name] if name in standins
+                                else _stub(defs[name], assignment) + "\n"]
     text = "".join(lines)
     # The import goes after the docstring and the __future__ imports.
     body = ast.parse(text).body
@@ -241,13 +322,18 @@ def build(package, names, target, *, assignment):
     """Write ``package`` (the folder of ``course_lib``) into ``target``
     with the answers to exercises ``names`` taken out; return
     ``{module: sorted names}`` of what was removed."""
+    from course_tools.classroom.standins import standin
+
     package, target = Path(package), Path(target)
-    table = removed(names)
+    table, replaced = plan(names)
     files = {}
-    for module, found in table.items():
+    for module in set(table) | set(replaced):
         path = package / Path(*module.split(".")[1:])
-        files[path.with_suffix(".py") if path.with_suffix(".py").is_file()
-              else path / "__init__.py"] = found
+        path = path.with_suffix(".py") if path.with_suffix(".py").is_file() \
+            else path / "__init__.py"
+        files[path] = (table.get(module, set()), {
+            name: standin(module, name)
+            for name in replaced.get(module, ())})
     if target.exists():
         shutil.rmtree(target)
     for folder, dirs, filenames in os.walk(package):
@@ -265,8 +351,9 @@ def build(package, names, target, *, assignment):
                 destination.write_text(SPEC_STUB.format(
                     stem=filename[:-3], assignment=assignment))
             elif source in files:
+                stubbed, standins = files[source]
                 destination.write_text(strip_source(
-                    source.read_text(), files[source], assignment))
+                    source.read_text(), stubbed, assignment, standins))
             else:
                 shutil.copyfile(source, destination)
             os.chmod(destination, 0o644)

@@ -14,8 +14,11 @@ command nbgrader starts), which reads
 what the kernel needs on the grader's side (its connection file, its
 cases file: :func:`course_tools.classroom.launch.plan`) and sends it
 over the zygote's Unix socket with its standard streams. For each
-request the zygote forks a *keeper*, which joins the kernel's control
-groups, creates the kernel's namespaces and forks the kernel: process 1
+connection the zygote forks a *keeper*, which reads the request (the
+zygote reads none: no kernel's cases or keys are ever in the template),
+joins the kernel's control groups, creates the kernel's namespaces and
+forks the kernel, its standard streams a pipe the keeper drains and caps
+(:mod:`.output`), never the grader's log: process 1
 of the new PID namespace, which builds its new root, drops to the box's
 uid exactly as the sandbox always did, then closes every file descriptor
 it inherited, forgets the grader's modules, reseeds its random number
@@ -44,7 +47,7 @@ import socket
 import sys
 import types
 
-from course_tools.classroom import box, cgroup, sandbox
+from course_tools.classroom import box, cgroup, output, sandbox, seccomp
 from course_tools.classroom.launch import HEADER
 
 # What a kernel imports on its own (ipykernel, its debugger) and what the
@@ -113,6 +116,7 @@ def start(path, *, log_fd=2):
             if fd not in keep:
                 _close(fd)
         _scrub_image()
+        seccomp.program()  # compiled once, loaded by each kernel
         # What the template holds is kept for good: no collection in a
         # kernel walks (and so copies) its hundreds of thousands of
         # objects again.
@@ -135,6 +139,9 @@ def _close(fd):
 
 
 def _serve(listener):
+    """Fork a keeper per connection. The zygote reads nothing of a
+    request: the keeper does, so no kernel's request (its cases, its
+    connection's key) is ever in the template that later kernels copy."""
     signal.signal(signal.SIGTERM, _end)
     while True:
         _reap()
@@ -142,21 +149,13 @@ def _serve(listener):
             conn, _ = listener.accept()
         except InterruptedError:
             continue
-        try:
-            request, fds = _receive(conn)
-        except (OSError, ValueError) as error:
-            print(f"zygote: a bad request ({error})", file=sys.stderr)
-            conn.close()
-            continue
         if os.fork() == 0:
             listener.close()
             try:
-                _keeper(conn, request, fds)
+                _keeper(conn)
             finally:
                 os._exit(70)
         conn.close()
-        for fd in fds:
-            _close(fd)
 
 
 def _end(*_):
@@ -204,12 +203,17 @@ def _receive(conn):
 # ------------------------------------------------------------ the keeper
 
 
-def _keeper(conn, request, fds):
-    """Create the kernel's namespaces, fork the kernel, relay signals,
-    report its end."""
+def _keeper(conn):
+    """Read the launcher's request, create the kernel's namespaces, fork
+    the kernel, drain its output, relay signals, report its end."""
     os.setsid()
     box.LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the zygote's
+    try:
+        request, fds = _receive(conn)
+    except (OSError, ValueError) as error:
+        print(f"zygote: a bad request ({error})", file=sys.stderr)
+        return
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         _close(fd)
@@ -218,6 +222,7 @@ def _keeper(conn, request, fds):
     try:
         cgroup.join(args.cgroup)
         box.check(box.LIBC.unshare(sandbox.NAMESPACES), "unshare")
+        read, write = output.pipe()
         kernel = os.fork()
     except OSError as error:
         print(f"not isolated: {error}", flush=True)
@@ -225,25 +230,35 @@ def _keeper(conn, request, fds):
         return
     if kernel == 0:
         try:
+            output.take(read, write)
             sandbox.child(plan, args,
                           start=lambda cmd, env: _kernel(conn, cmd, env),
                           prepare=_set_image)
         except BaseException as error:  # noqa: BLE001 - report, then die
             print(f"not isolated: {error}", flush=True)
         os._exit(70)
-    code, cpu = _supervise(conn, kernel)
+    os.close(write)
+    drain = output.Drain(read)
+    code, cpu = _supervise(conn, kernel, drain)
+    drain.close()
     _report(conn, code, cpu)
 
 
-def _supervise(conn, kernel):
-    """Relay the launcher's signals until the kernel ends; kill it when
-    the launcher goes. Return its exit status and CPU seconds."""
+def _supervise(conn, kernel, drain):
+    """Relay the launcher's signals and drain the kernel's output until
+    the kernel ends; kill it when the launcher goes. Return its exit
+    status and CPU seconds."""
     ended = os.pidfd_open(kernel)
     buffered = b""
+    watched = [conn, ended, drain]
     while True:
-        ready, _, _ = select.select([conn, ended], [], [])
+        ready, _, _ = select.select(watched, [], [])
         if ended in ready:
             break
+        if drain in ready:
+            if not drain.read():  # every writer is gone
+                watched.remove(drain)
+            continue
         try:
             chunk = conn.recv(64)
         except OSError:

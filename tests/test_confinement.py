@@ -1,0 +1,344 @@
+"""What a grading kernel holds and can do: no power over the machine's
+kernel (the seccomp profile, ``course_tools/classroom/seccomp.py``), no
+file of the grader's as its output (``output.py``), and nothing of
+another kernel's request (``zygote.py``)."""
+
+import errno
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_tools.classroom import grade, launch, output, seccomp
+from course_tools.classroom.grade import Options, grade_class, summary
+from tests.nbgrading import ROOT
+from tests.test_classroom import ASSIGNMENT, NAME, RIGHT, _tiny_source
+from tests.test_isolation import _launch, _write
+
+root_only = pytest.mark.skipif(
+    os.geteuid() != 0, reason="kernels get users of their own as root")
+TIMEOUT = 40
+# system call numbers: what a kernel's child tries, and what it gets
+CALLS = {
+    "x86_64": {"unshare": 272, "clone": 56, "clone3": 435, "mount": 165,
+               "bpf": 321, "keyctl": 250, "add_key": 248,
+               "setns": 308, "perf_event_open": 298,
+               "io_uring_setup": 425},
+    "aarch64": {"unshare": 97, "clone": 220, "clone3": 435, "mount": 40,
+                "bpf": 280, "keyctl": 219, "add_key": 217,
+                "setns": 268, "perf_event_open": 241,
+                "io_uring_setup": 425},
+}
+CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS = 0x10000000, 0x40000000, 0x20000
+SIGCHLD = 17
+EXPECTED = {"unshare user": "EPERM", "unshare net": "EPERM",
+            "unshare mount": "EPERM", "clone user": "EPERM",
+            "clone3": "ENOSYS", "mount": "EPERM", "bpf": "EPERM",
+            "keyctl": "EPERM", "add_key": "EPERM",
+            "setns": "EPERM", "perf_event_open": "EPERM",
+            "io_uring_setup": "EPERM", "os.unshare": "EPERM"}
+# A child of the kernel (a new Python, as a student's subprocess would
+# be) tries each call; the kernel writes down what each returned.
+CHILD = """
+import ctypes, errno, json, os, sys
+n, flag = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+def call(*args):
+    result = libc.syscall(*args)
+    return "done" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+buffer = ctypes.create_string_buffer(256)
+found = {
+    "unshare user": call(n["unshare"], flag["user"]),
+    "unshare net": call(n["unshare"], flag["net"]),
+    "unshare mount": call(n["unshare"], flag["mount"]),
+    "clone user": call(n["clone"], flag["user"] | flag["sigchld"], 0, 0,
+                       0, 0),
+    "clone3": call(n["clone3"], buffer, 88),
+    "mount": call(n["mount"], b"none", b"/tmp", b"tmpfs", 0, 0),
+    "bpf": call(n["bpf"], 0, buffer, 64),
+    "keyctl": call(n["keyctl"], 0, -4, 0),
+    "add_key": call(n["add_key"], b"user", b"k", b"v", 1, -4),
+    "setns": call(n["setns"], os.open("/proc/self/ns/net", os.O_RDONLY),
+                  0),
+    "perf_event_open": call(n["perf_event_open"], buffer, 0, -1, -1, 0),
+    "io_uring_setup": call(n["io_uring_setup"], 8, buffer),
+}
+try:
+    os.unshare(os.CLONE_NEWUSER)
+    found["os.unshare"] = "done"
+except AttributeError:
+    found["os.unshare"] = "EPERM"  # Python < 3.12 has no os.unshare
+except OSError as error:
+    found["os.unshare"] = errno.errorcode[error.errno]
+print(json.dumps(found))
+"""
+FLAGS = {"user": CLONE_NEWUSER, "net": CLONE_NEWNET, "mount": CLONE_NEWNS,
+         "sigchld": SIGCHLD}
+POWER = RIGHT + """
+import json as _json, platform as _platform, subprocess as _subprocess
+import sys as _sys
+_calls = [{calls!r}[_platform.machine()], {flags!r}]
+_child = _subprocess.run([_sys.executable, "-c", {child!r},
+                          _json.dumps(_calls)], capture_output=True,
+                         text=True, timeout=60)
+with open("report.json", "w") as _handle:
+    _handle.write(_child.stdout or _child.stderr)
+"""
+# One kernel writes a marked line and 200 MB to its standard streams;
+# the next one looks for the line where it could be.
+WRITE = RIGHT + """
+import os as _os, sys as _sys
+# ipykernel sends what fds 1 and 2 get to the grader as messages; the
+# streams the kernel was started with are kept as these copies
+_fds = [getattr(_s, "_original_stdstream_copy", None) or _n
+        for _s, _n in ((_sys.stdout, 1), (_sys.stderr, 2))]
+_os.write(_fds[0], b"course-marker-one-kernel-to-the-next\\n")
+_block = b"y" * 2**20
+for _ in range(100):
+    for _fd in _fds:
+        _os.write(_fd, _block)
+"""
+READ = RIGHT + """
+import json as _json, os as _os, sys as _sys
+_fds = [0] + [getattr(_s, "_original_stdstream_copy", None) or _n
+              for _s, _n in ((_sys.stdout, 1), (_sys.stderr, 2))]
+_streams = [_os.readlink(f"/proc/self/fd/{_fd}") for _fd in _fds]
+_seen = b""
+for _fd in _fds[1:]:  # a pipe's end reopened for reading: the same pipe
+    try:
+        _copy = _os.open(f"/proc/self/fd/{_fd}",
+                         _os.O_RDONLY | _os.O_NONBLOCK)
+        _seen += _os.read(_copy, 2**20)
+    except OSError:
+        pass
+with open("report.json", "w") as _handle:
+    _json.dump({"streams": _streams,
+                "seen": b"course-marker" in _seen}, _handle)
+"""
+# What a kernel's memory holds of connection keys (jupyter_client's
+# new_id: 8 and 24 hexadecimal digits): its own, none of another's.
+KEYS = RIGHT + """
+import json as _json, re as _re
+_uuid = _re.compile(rb"[0-9a-f]{8}-[0-9a-f]{24}")
+_found = set()
+with open("/proc/self/maps") as _maps:
+    _regions = [_line.split() for _line in _maps]
+with open("/proc/self/mem", "rb", buffering=0) as _mem:
+    for _region in _regions:
+        _named = len(_region) > 5 and not _region[5].startswith("[")
+        if _region[1][0] != "r" or _named or \\
+                _region[-1] in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
+            continue
+        _start, _end = (int(_x, 16) for _x in _region[0].split("-"))
+        while _start < _end:
+            _size = min(2**26, _end - _start)
+            try:
+                _mem.seek(_start)
+                _data = _mem.read(_size)
+            except (OSError, OverflowError, ValueError):
+                break
+            _found.update(_m.decode() for _m in _uuid.findall(_data))
+            _start += _size
+_key = get_ipython().kernel.session.key.decode()
+with open("report.json", "w") as _handle:
+    _json.dump({"key": _key, "found": sorted(_found)}, _handle)
+"""
+
+
+def test_the_profile_allows_no_namespace_mount_bpf_or_key_call():
+    """Read for a process with no capability, Docker's profile names
+    none of the calls that gain or reach a power, and allows ``clone``
+    only without a namespace flag."""
+    for machine in seccomp.ARCHES:
+        default, rules = seccomp.rules(machine=machine)
+        assert default == seccomp.errno_action(errno.EPERM)
+        allowed = {n for names, action, args in rules
+                   if action == seccomp.ALLOW and not args for n in names}
+        assert allowed and not allowed & {
+            "unshare", "setns", "mount", "umount2", "pivot_root", "bpf",
+            "keyctl", "add_key", "request_key", "clone", "clone3",
+            "perf_event_open", "io_uring_setup", "userfaultfd", "chroot",
+            "open_tree", "move_mount", "fsopen", "init_module", "mbind"}
+        clone = [args for names, action, args in rules if "clone" in names]
+        flags = 0x7E020000  # every CLONE_NEW* flag
+        assert clone == [((0, 7, flags, 0),)], clone
+        clone3 = [action for names, action, args in rules
+                  if "clone3" in names]
+        assert clone3 == [seccomp.errno_action(errno.ENOSYS)]
+
+
+def test_the_kernels_output_is_capped_and_escaped():
+    read, write = output.pipe()
+    target_read, target_write = os.pipe()
+    drain = output.Drain(read, target=target_write, cap=16)
+    os.write(write, b"\x1b[2Jabcdefghijklmnopqrstuvwxyz")
+    os.close(write)
+    drain.until_end()
+    drain.close()
+    os.close(target_write)
+    text = os.read(target_read, 4096).decode()
+    os.close(target_read)
+    assert text.startswith("\\x1b[2Jabcdefghijk"), text
+    assert "wrote 14 more bytes" in text and "xyz" not in text, text
+
+
+@root_only
+def test_a_sandboxed_process_cannot_unshare_and_its_output_is_capped(
+        tmp_path):
+    """Without the zygote: the same profile, the same pipe."""
+    if platform.machine() not in CALLS:
+        pytest.skip(f"no system call numbers for {platform.machine()}")
+    flood = ("import os\nos.write(1, b'z' * 2**20)\n"
+             "os.write(2, b'z' * 2**20)\n")
+    calls = json.dumps([CALLS[platform.machine()], FLAGS])
+    result = _launch(tmp_path, ["python", "-c", CHILD, calls])
+    assert json.loads(result.stdout.splitlines()[0]) == EXPECTED, result
+    result = _launch(tmp_path, ["python", "-c", flood])
+    assert len(result.stdout) < output.KEPT + 200, len(result.stdout)
+    assert "more bytes to its standard streams: dropped" in result.stdout
+
+
+def _course(tmp_path):
+    from course_tools import release
+
+    course = tmp_path / "course"
+    source = course / "solutions" / ASSIGNMENT
+    source.mkdir(parents=True)
+    nbformat.write(_tiny_source(), source / f"{NAME}.ipynb")
+    (course / "nbgrader_config.py").write_text(
+        (ROOT / "nbgrader_config.py").read_text())
+    release.generate(ASSIGNMENT, root=course,
+                     destination=course / "chapters" / ASSIGNMENT)
+    return course
+
+
+def _report(course, student):
+    return json.loads((course / "autograded" / student / ASSIGNMENT
+                       / "report.json").read_text())
+
+
+@root_only
+@pytest.mark.e2e
+def test_a_kernels_child_gains_no_power_and_honest_answers_grade_fully(
+        tmp_path):
+    if platform.machine() not in CALLS:
+        pytest.skip(f"no system call numbers for {platform.machine()}")
+    course = _course(tmp_path)
+    _write(course, "power",
+           POWER.format(calls=CALLS, child=CHILD, flags=FLAGS))
+    _write(course, "honest", RIGHT)
+    outcomes = grade_class(Options(root=course, jobs=1, timeout=TIMEOUT,
+                                   progress=False))
+    assert [o.score for o in outcomes] == [3, 3], summary(outcomes)
+    assert _report(course, "power") == EXPECTED
+
+
+@root_only
+@pytest.mark.e2e
+def test_one_kernels_output_reaches_no_later_kernel_nor_the_disk(
+        tmp_path, monkeypatch):
+    """A kernel writes 200 MB and a marked line to its standard streams:
+    the next kernel of the same grading process finds its own streams a
+    pipe and the line nowhere; the grading process's log (0600) keeps
+    at most ``output.KEPT`` bytes of it."""
+    course = _course(tmp_path)
+    _write(course, "a_writer", WRITE)
+    _write(course, "b_reader", READ)
+    logs = {}
+    remove = shutil.rmtree
+
+    def keep_logs(path, *args, **kwargs):  # before the scratch goes
+        for log in Path(path).glob("**/worker.log"):
+            logs[log] = (log.stat(), log.read_bytes())
+        return remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(grade.shutil, "rmtree", keep_logs)
+    outcomes = grade_class(Options(root=course, jobs=1, timeout=TIMEOUT,
+                                   progress=False))
+    assert [o.score for o in outcomes] == [3, 3], summary(outcomes)
+    report = _report(course, "b_reader")
+    # /dev/null, opened before the kernel's root replaced the machine's
+    assert report["streams"][0].endswith("/null"), report
+    assert all(s.startswith("pipe:") for s in report["streams"][1:]), \
+        report
+    assert not report["seen"], report
+    assert logs, "no worker.log was found"
+    for found, data in logs.values():
+        assert stat.S_IMODE(found.st_mode) == 0o600, oct(found.st_mode)
+        assert data.count(b"y") < 2 * output.KEPT, len(data)
+        assert b"more bytes to its standard streams: dropped" in data
+
+
+@root_only
+@pytest.mark.e2e
+def test_no_kernel_holds_another_kernels_request(tmp_path):
+    """Two kernels forked one after the other from one zygote: the
+    second's memory holds its own connection key, never the first's
+    (the zygote never reads a request; each keeper reads its own)."""
+    course = _course(tmp_path)
+    for student in ("first", "second"):
+        _write(course, student, KEYS)
+    outcomes = grade_class(Options(root=course, jobs=1, timeout=TIMEOUT,
+                                   progress=False))
+    assert [o.score for o in outcomes] == [3, 3], summary(outcomes)
+    first, second = (_report(course, s) for s in ("first", "second"))
+    assert second["key"] in second["found"], "the scan finds no key"
+    assert first["key"] not in second["found"], second["found"]
+    assert second["key"] not in first["found"]
+
+
+def _memory(pid):
+    """What process ``pid``'s readable memory holds, region by region."""
+    with open(f"/proc/{pid}/maps") as maps:
+        regions = [line.split() for line in maps]
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as memory:
+        for region in regions:
+            if region[1][0] != "r" or region[-1] in ("[vvar]",
+                                                     "[vsyscall]"):
+                continue
+            start, end = (int(x, 16) for x in region[0].split("-"))
+            try:
+                memory.seek(start)
+                yield memory.read(end - start)
+            except (OSError, OverflowError, ValueError):
+                continue
+
+
+@root_only
+def test_the_zygote_reads_no_request(tmp_path):
+    """A request (its cases, its connection key) reaches the keeper
+    forked for it, never the template that later kernels are copies
+    of: after serving one, the zygote's memory holds nothing of it."""
+    path = tmp_path / "zygote.sock"
+    code = ("import sys\nfrom course_tools.classroom import zygote\n"
+            "print(zygote.start(sys.argv[1]), flush=True)\n"
+            "sys.stdin.read()\n")
+    helper = subprocess.Popen([sys.executable, "-c", code, str(path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              cwd=ROOT, text=True)
+    try:
+        pid = int(helper.stdout.readline())
+        marker = f"course-request-{secrets.token_hex(16)}".encode()
+        payload = json.dumps({"argv": ["--no-such-option"],
+                              "plan": {"cases": marker.decode() * 64}})
+        with open(os.devnull, "wb") as null, socket.socket(
+                socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(path))
+            socket.send_fds(conn, [launch.HEADER.pack(len(payload))],
+                            [null.fileno()] * 3)
+            conn.sendall(payload.encode())
+            while conn.recv(256):  # the keeper refuses it and ends
+                pass
+        assert not any(marker in region for region in _memory(pid))
+    finally:
+        helper.stdin.close()
+        helper.wait(timeout=30)
