@@ -53,5 +53,7 @@ HIDDEN = {
          6),
         ("a causal model, one position", "causal", 3, 1, 5),
         ("a random pattern, 7 positions", "random", 4, 7, 11),
+        ("rows that read differently, 6 positions", "by row", 4, 6, 9),
+        ("rows that read differently, a batch of two", "by row", 2, 4, 5),
     ], seed=990),
 }

@@ -55,5 +55,10 @@ HIDDEN = {
              attention_case((), 1, 20, 2, seed=1093)),
         Case("repeated sequences of 2 x 12 from 30 symbols",
              attention_case((4,), 2, 24, 30, seed=1094, repeat=True)),
+        Case("an encoder's weights (not causal), 12 tokens from 4 symbols",
+             attention_case((3,), 2, 12, 4, seed=1095, causal=False)),
+        Case("an encoder's weights in float64, one head",
+             attention_case((), 1, 10, 3, seed=1096, dtype=F64,
+                            causal=False)),
     ],
 }

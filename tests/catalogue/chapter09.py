@@ -373,6 +373,17 @@ def input_dependence(model, src, tgt):
         D[:, m] = (model(src, tgt) - base).abs().amax(dim=(0, 2)) > 1e-6
     return D
 '''),
+        ("only the first row of the batch is examined", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V, N = base.shape[-1], tgt.shape[1]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    for m in range(N):
+        t2 = tgt.clone()
+        t2[:, m] = (t2[:, m] + 1) % V
+        D[:, m] = (model(src, t2)[0] - base[0]).abs().amax(dim=-1) > 1e-6
+    return D
+'''),
     ],
 }
 

@@ -1,0 +1,517 @@
+"""Mutants of the reference answers, judged by the grader's own verdict
+code: the hidden cases are adequate when every mutant that changes the
+answer on some valid input fails a case.
+
+A mutant is the reference with one mistake a student makes, written
+into its syntax tree (:func:`mutants`): an operator swapped (``<`` for
+``<=``, ``+`` for ``-``, ``amax`` for ``amin``, ``tril`` for ``triu``), a
+constant moved by one (an axis, a slice bound, a shift, a ``tril``
+diagonal), a term, scale, mask or statement dropped, a keyword left out,
+two arguments swapped, or only the first batch row of an argument used
+for all. Each mutant is compiled in a copy of the reference's module
+(its private helpers mutated too) and judged like a student's answer
+(:func:`verdict`): the visible cases, then the hidden ones of a salt,
+through the wire format, by :func:`course_lib.grading.engine.judge`. It
+is killed when a case fails (an error, a timeout or a wrong value, as
+for a student) and survives when every case passes.
+
+A survivor is either killed by a new family of cases or listed with the
+reason it is equivalent (it computes the same answer on every input the
+exercise's contract allows) in ``course_tools/equivalent_mutants.toml``,
+a reviewed file; ``tests/test_mutation.py`` fails when a mutant survives
+that the file does not list, ``benchmarks/mutation.py`` prints the kill
+rates.
+
+Why not mutmut or cosmic-ray: both mutate whole files on disk and run a
+test command per mutant, in a new process (seconds each); here a mutant
+is one function, judged in process in milliseconds, and the operators
+are those of the exercises (axes, masks, ``tril`` diagonals, batch rows).
+Not mutated: docstrings, input validation (``require_*`` and ``_check*``
+calls, ``raise`` and the ``if`` that leads to one, ``assert``), the
+training-mode dropout branches (the grader runs modules in eval mode)
+and ``from_torch`` constructors.
+"""
+
+import ast
+import contextlib
+import copy
+import inspect
+import signal
+import textwrap
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from course_lib.grading import exercises, harness, wire
+from course_lib.grading.engine import GradingError, judge, payload
+from course_tools import hidden
+
+EQUIVALENT_FILE = Path(__file__).with_name("equivalent_mutants.toml")
+TIME_LIMIT = 10  # seconds per mutant; beyond it a grader would stop it
+
+# method or function names a student confuses
+SWAPS = {
+    "amax": "amin", "amin": "amax", "max": "min", "min": "max",
+    "argmax": "argmin", "argmin": "argmax", "sum": "mean", "mean": "sum",
+    "tril": "triu", "triu": "tril", "any": "all", "all": "any",
+    "sin": "cos", "cos": "sin", "softmax": "log_softmax",
+    "log_softmax": "softmax", "cumsum": "cumprod", "exp": "log",
+    "log": "exp", "floor": "ceil", "ceil": "floor",
+}
+# methods whose call can be left out, the value passing through
+DROPPABLE = frozenset({
+    "masked_fill", "masked_fill_", "tril", "triu", "clamp", "clamp_min",
+    "clamp_max", "abs", "transpose", "flip", "softmax", "exp", "log",
+    "sqrt", "clone", "cumsum", "roll", "to", "float", "double", "neg",
+    "relu", "flatten", "contiguous", "detach",
+})
+VALIDATION_PREFIXES = ("require_", "_require", "_check", "check_",
+                       "_validate", "batch_shape")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutant of an exercise's reference: ``key`` names it stably
+    (the function, the code before and after), ``sources`` are the
+    mutated function's source and the sources that follow it."""
+
+    exercise: str
+    key: str
+    target: str
+    tree: object
+
+
+# ------------------------------------------------------------- targets
+
+
+def _source_tree(obj):
+    source = textwrap.dedent(inspect.getsource(obj))
+    return ast.parse(source)
+
+
+def _names(tree):
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def targets(spec):
+    """``[(name, object)]`` to mutate for ``spec``: its reference, then
+    the private helpers of the reference's module that it calls
+    (transitively), validation helpers left out."""
+    reference = spec.reference
+    module = inspect.getmodule(reference)
+    found = [(reference.__name__, reference)]
+    seen = {reference.__name__}
+    todo = [reference]
+    while todo:
+        tree = _source_tree(todo.pop())
+        for name in sorted(_names(tree)):
+            obj = vars(module).get(name)
+            if (name in seen or not name.startswith("_")
+                    or name.startswith(VALIDATION_PREFIXES)
+                    or not inspect.isfunction(obj)
+                    or inspect.getmodule(obj) is not module):
+                continue
+            seen.add(name)
+            found.append((name, obj))
+            todo.append(obj)
+    return found
+
+
+# ------------------------------------------------------------ operators
+
+
+def _skipped(tree):
+    """ids of the nodes not mutated (docstrings, validation, dropout in
+    training mode, from_torch), with everything under them."""
+    skip = set()
+
+    def drop(node):
+        skip.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(
+                    first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                drop(first)
+        if isinstance(node, ast.FunctionDef) and node.name in (
+                "from_torch", "_drop", "extra_repr"):
+            drop(node)
+        if isinstance(node, (ast.Raise, ast.Assert)):
+            drop(node)
+        if isinstance(node, ast.If):
+            text = ast.unparse(node.test)
+            if "self.training" in text or (
+                    isinstance(node.body[-1], ast.Raise)
+                    and not node.orelse):
+                drop(node)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            name = ast.unparse(node.value.func).rsplit(".", 1)[-1]
+            if name.startswith(VALIDATION_PREFIXES):
+                drop(node)
+        if isinstance(node, ast.Assign) and isinstance(node.value,
+                                                       ast.Call):
+            name = ast.unparse(node.value.func).rsplit(".", 1)[-1]
+            if name.startswith(VALIDATION_PREFIXES) and not any(
+                    isinstance(t, ast.Name) and t.id == "mask"
+                    for t in node.targets):
+                drop(node)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                "super().__init__", "super"):
+            drop(node)
+    return skip
+
+
+_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE,
+            ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+            ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div,
+          ast.Div: ast.Mult, ast.FloorDiv: ast.Div, ast.Pow: ast.Mult,
+          ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd, ast.Mod: ast.FloorDiv}
+
+
+def _expr(text):
+    return ast.parse(text, mode="eval").body
+
+
+def _replacements(node, params):
+    """``[(operator, new node)]`` for one node of the tree."""
+    out = []
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        swap = _COMPARE.get(type(node.ops[0]))
+        if swap:
+            out.append(("comparison", ast.Compare(node.left, [swap()],
+                                                  node.comparators)))
+    elif isinstance(node, ast.BinOp):
+        swap = _BINOP.get(type(node.op))
+        if swap:
+            out.append(("operator", ast.BinOp(node.left, swap(),
+                                              node.right)))
+        if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div,
+                                ast.BitAnd, ast.BitOr, ast.FloorDiv,
+                                ast.Pow)):
+            out.append(("term dropped", node.left))
+            if not isinstance(node.op, (ast.Sub, ast.Div, ast.FloorDiv,
+                                        ast.Pow)):
+                out.append(("term dropped", node.right))
+    elif isinstance(node, ast.UnaryOp) and isinstance(
+            node.op, (ast.USub, ast.Invert, ast.Not)):
+        out.append(("sign or negation dropped", node.operand))
+    elif isinstance(node, ast.BoolOp):
+        other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        out.append(("boolean operator", ast.BoolOp(other, node.values)))
+    elif isinstance(node, ast.Constant):
+        value = node.value
+        if type(value) is bool:
+            out.append(("constant", ast.Constant(not value)))
+        elif type(value) is int:
+            out.append(("constant", ast.Constant(value + 1)))
+            out.append(("constant", ast.Constant(value - 1)))
+        elif type(value) is float:
+            out.append(("constant", ast.Constant(value * 2 if value
+                                                 else 1.0)))
+    elif isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else (
+            func.id if isinstance(func, ast.Name) else None)
+        if name in SWAPS:
+            new = copy.deepcopy(node)
+            if isinstance(new.func, ast.Attribute):
+                new.func.attr = SWAPS[name]
+            else:
+                new.func.id = SWAPS[name]
+            out.append(("function swapped", new))
+        if (isinstance(func, ast.Attribute) and name in DROPPABLE
+                and not (isinstance(func.value, ast.Name)
+                         and func.value.id in ("torch", "F", "math"))):
+            out.append(("call dropped", func.value))
+        for i in range(len(node.keywords)):
+            if node.keywords[i].arg == "device":
+                continue  # the grader runs on the CPU
+            new = copy.deepcopy(node)
+            del new.keywords[i]
+            out.append(("keyword dropped", new))
+        for i, keyword in enumerate(node.keywords):
+            if keyword.arg == "diagonal":
+                for step in ("+ 1", "- 1"):
+                    new = copy.deepcopy(node)
+                    new.keywords[i].value = _expr(
+                        f"({ast.unparse(keyword.value)}) {step}")
+                    out.append(("diagonal moved", new))
+        torch_call = (isinstance(func, ast.Attribute)
+                      and isinstance(func.value, ast.Name)
+                      and func.value.id == "torch")
+        if name in ("tril", "triu") and not any(
+                k.arg == "diagonal" for k in node.keywords) and len(
+                node.args) == (1 if torch_call else 0):
+            for d in (1, -1):
+                new = copy.deepcopy(node)
+                new.keywords.append(ast.keyword("diagonal",
+                                                ast.Constant(d)))
+                out.append(("diagonal moved", new))
+        args = node.args
+        for i in range(len(args) - 1):
+            if isinstance(args[i], ast.Starred) or isinstance(
+                    args[i + 1], ast.Starred):
+                continue
+            if name in ("transpose", "swapaxes") or ast.dump(
+                    args[i]) == ast.dump(args[i + 1]):
+                continue
+            new = copy.deepcopy(node)
+            new.args[i], new.args[i + 1] = new.args[i + 1], new.args[i]
+            out.append(("arguments swapped", new))
+        for j, arg in enumerate(args):
+            if isinstance(arg, (ast.List, ast.Tuple)) and len(
+                    arg.elts) >= 2:
+                for i in range(len(arg.elts) - 1):
+                    if ast.dump(arg.elts[i]) == ast.dump(arg.elts[i + 1]):
+                        continue
+                    new = copy.deepcopy(node)
+                    elts = new.args[j].elts
+                    elts[i], elts[i + 1] = elts[i + 1], elts[i]
+                    out.append(("arguments swapped", new))
+    elif isinstance(node, ast.Slice):
+        for field in ("lower", "upper"):
+            if getattr(node, field) is not None:
+                new = copy.deepcopy(node)
+                setattr(new, field, None)
+                out.append(("slice bound dropped", new))
+    return out
+
+
+def _statement_deletions(node):
+    """Statement bodies in which each plain statement can be left out."""
+    for field in ("body", "orelse"):
+        body = getattr(node, field, None)
+        if not isinstance(body, list) or len(body) < 2:
+            continue
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Expr,
+                                 ast.Break, ast.AnnAssign)):
+                yield field, i, stmt
+
+
+def _first_row_mutants(tree):
+    """Each tensor parameter ``p`` of each function read as ``p[:1]``:
+    the first batch row stands for all."""
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)
+                  if a.arg not in ("self", "cls")]
+        for param in params:
+            yield fn, param
+
+
+class _FirstRow(ast.NodeTransformer):
+    def __init__(self, fn_name, param):
+        self.fn_name, self.param, self.inside = fn_name, param, False
+
+    def visit_FunctionDef(self, node):
+        if node.name != self.fn_name:
+            return self.generic_visit(node)
+        self.inside = True
+        self.generic_visit(node)
+        self.inside = False
+        return node
+
+    def visit_Name(self, node):
+        if (self.inside and node.id == self.param
+                and isinstance(node.ctx, ast.Load)):
+            return ast.copy_location(_expr(f"{self.param}[:1]"), node)
+        return node
+
+
+def _parents(tree):
+    parents = {}
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, child in enumerate(value):
+                    if isinstance(child, ast.AST):
+                        parents[id(child)] = (node, field, i)
+            elif isinstance(value, ast.AST):
+                parents[id(value)] = (node, field, None)
+    return parents
+
+
+def _replace(tree, index, new):
+    """A copy of ``tree`` whose ``index``-th node (in ``ast.walk``
+    order) is ``new``."""
+    tree = copy.deepcopy(tree)
+    node = list(ast.walk(tree))[index]
+    parent, field, i = _parents(tree)[id(node)]
+    if i is None:
+        setattr(parent, field, copy.deepcopy(new))
+    else:
+        getattr(parent, field)[i] = copy.deepcopy(new)
+    return ast.fix_missing_locations(tree)
+
+
+def _context(node, parents):
+    """The call or statement around a small node, to tell it apart."""
+    while id(node) in parents:
+        node = parents[id(node)][0]
+        if isinstance(node, (ast.Call, ast.stmt)):
+            break
+    return ast.unparse(node).splitlines()[0]
+
+
+def _short(text, limit=70):
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def mutants(spec):
+    """Every mutant of ``spec``'s reference and its private helpers,
+    ``[Mutant]``, in a stable order with stable keys."""
+    found, keys = [], {}
+    for target, obj in targets(spec):
+        tree = _source_tree(obj)
+        original = ast.unparse(tree)
+        skip = _skipped(tree)
+        params = set()
+        candidates = []
+        nodes = list(ast.walk(tree))
+        for index, node in enumerate(nodes):
+            if id(node) in skip:
+                continue
+            for operator, new in _replacements(node, params):
+                candidates.append((operator, node, new,
+                                   lambda t=tree, i=index, n=new:
+                                   _replace(t, i, n)))
+            for field, i, stmt in _statement_deletions(node):
+                if id(stmt) in skip:
+                    continue
+
+                def delete(t=tree, k=index, f=field, j=i):
+                    t = copy.deepcopy(t)
+                    owner = list(ast.walk(t))[k]
+                    getattr(owner, f)[j] = ast.Pass()
+                    return ast.fix_missing_locations(t)
+
+                candidates.append(("statement dropped", stmt, None,
+                                   delete))
+        for fn, param in _first_row_mutants(tree):
+            if id(fn) in skip:
+                continue
+
+            def first_row(t=tree, name=fn.name, p=param):
+                t = copy.deepcopy(t)
+                return ast.fix_missing_locations(
+                    _FirstRow(name, p).visit(t))
+
+            candidates.append((f"first batch row of {param} for all",
+                               None, None, first_row))
+        parents = _parents(tree)
+        for operator, node, new, make in candidates:
+            mutated = make()
+            if ast.unparse(mutated) == original:
+                continue
+            if node is None:
+                change = operator
+            elif new is None:
+                change = f"{operator}: `{_short(ast.unparse(node))}`"
+            else:
+                change = (f"{operator}: `{_short(ast.unparse(node))}` -> "
+                          f"`{_short(ast.unparse(new))}`")
+                if len(ast.unparse(node)) < 16:
+                    change += f" in `{_short(_context(node, parents))}`"
+            key = f"{target}: {change}"
+            keys[key] = keys.get(key, 0) + 1
+            if keys[key] > 1:
+                key += f" #{keys[key]}"
+            found.append(Mutant(spec.name, key, target, mutated))
+    return found
+
+
+# -------------------------------------------------------------- judging
+
+
+def compile_mutant(spec, mutant):
+    """The mutant's answer: every target of :func:`targets` defined
+    afresh in a copy of the reference's module namespace, so that each
+    calls the others there, one of them mutated."""
+    module = inspect.getmodule(spec.reference)
+    namespace = dict(vars(module))
+    for name, obj in targets(spec):
+        tree = mutant.tree if name == mutant.target else _source_tree(obj)
+        exec(compile(tree, f"<mutant of {name}>", "exec"), namespace)
+    return namespace[spec.reference.__name__]
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds):
+    def stop(signum, frame):
+        raise _Timeout()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def cases_for(spec, salt):
+    """The cases a mutant meets: visible, then hidden of ``salt``."""
+    return list(spec.visible()) + list(hidden.cases(spec.name, salt=salt))
+
+
+def verdict(spec, answer, cases):
+    """``None`` when ``answer`` passes every case, else why not (the
+    first failing case's label and the grader's first line)."""
+    try:
+        with _time_limit(TIME_LIMIT):
+            for case in cases:
+                data = wire.decode(wire.encode(payload(spec, case)),
+                                   functions=True)
+                outcome = harness.evaluate(answer, data,
+                                           module=spec.module)
+                outcome = wire.decode(wire.encode(outcome))
+                try:
+                    judge(spec, case, outcome)
+                except GradingError as error:
+                    return f"{case.label}: {str(error).splitlines()[0]}"
+    except _Timeout:
+        return f"ran past {TIME_LIMIT} s"
+    return None
+
+
+def run_mutants(spec, salts=(1,), only=None):
+    """``{key: None (survived) or why killed}`` for the mutants of
+    ``spec`` (``only``: the keys to run), judged on the visible cases
+    and the hidden ones of each salt."""
+    cases = [c for salt in salts for c in cases_for(spec, salt)]
+    results = {}
+    for mutant in mutants(spec):
+        if only is not None and mutant.key not in only:
+            continue
+        try:
+            with harness.quiet():
+                answer = compile_mutant(spec, mutant)
+        except Exception as error:  # noqa: BLE001 - a mutant's own fault
+            results[mutant.key] = f"does not compile: {error}"
+            continue
+        with torch.random.fork_rng():
+            results[mutant.key] = verdict(spec, answer, cases)
+    return results
+
+
+def equivalents():
+    """The reviewed file: ``{exercise: {mutant key: reason}}``."""
+    with open(EQUIVALENT_FILE, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def all_exercises():
+    return exercises()
