@@ -302,7 +302,7 @@ def _first_row_mutants(tree):
         if not isinstance(fn, ast.FunctionDef):
             continue
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)
-                  if a.arg not in ("self", "cls")]
+                  if a.arg not in ("self", "cls", "name", "what")]
         for param in params:
             yield fn, param
 

@@ -68,6 +68,8 @@ def _length_cases_hidden():
         Case("p = 0.08 < 1/10 at cos = 0.3: length 0", (0.08, 10, 0.3)),
         Case("p = 0.01 among 50 tokens: length 0", (0.01, 50, 0.7)),
         Case("an int cosine, p = 0.75 among 8 tokens", (0.75, 8, 0)),
+        Case("p a little above 1/N: a short length",
+             (0.45, 3, -0.2)),
     ]
 
 

@@ -33,6 +33,8 @@ def _sdpa_hidden():
              (*_qkv((2,), 6, 6, 8, 8, seed=48, dtype=F64),
               ref.causal_mask(6))),
         Case("large logits", _qkv((), 4, 5, 16, 3, seed=49, scale=6.0)),
+        Case("scores in the hundreds, rows far apart",
+             _qkv((3,), 5, 4, 8, 3, seed=50, scale=14.0)),
         Case("inputs with tiny variance",
              _qkv((), 4, 4, 5, 5, seed=50, dtype=F64, scale=1e-3)),
         Case("padded queries and keys in float64 (lengths 6, 3, 1)",
