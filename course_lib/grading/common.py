@@ -54,6 +54,19 @@ def mixed(seed):
     return _seed(seed) % 2**31
 
 
+def draw(low, high, *, seed):
+    """An int in ``[low, high]``, drawn with the salt: a hidden case's
+    size or scalar."""
+    return int(torch.randint(low, high + 1, (), generator=generator(seed)))
+
+
+def draw_float(low, high, *, seed, digits=3):
+    """A float in ``[low, high]`` (rounded to ``digits``), drawn with
+    the salt."""
+    u = float(torch.rand((), generator=generator(seed), dtype=F64))
+    return round(low + (high - low) * u, digits)
+
+
 def randn(*shape, seed, dtype=F32, scale=1.0):
     """Seeded normal tensor: the same numbers on every run and machine
     (for the same salt, see :func:`salted`)."""
