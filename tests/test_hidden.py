@@ -53,3 +53,17 @@ def test_a_module_gets_other_parameters_per_salt():
               for c in (first, other)]
     assert params[0].shape == params[1].shape
     assert not params[0].equal(params[1])
+
+
+@pytest.mark.parametrize("name", sorted(EXERCISES))
+def test_every_salt_draws_kinds_the_visible_cases_show(name):
+    """What a salt draws (a size of 1, say) is never a kind of input that
+    no visible case shows."""
+    from course_lib.grading.families import kinds
+
+    spec = EXERCISES[name]
+    shown = set().union(*(kinds(spec, c) for c in spec.visible()))
+    for salt in SALTS:
+        drawn = set().union(*(kinds(spec, c)
+                              for c in hidden.cases(name, salt=salt)))
+        assert drawn <= shown, (name, salt, sorted(drawn - shown))

@@ -95,7 +95,7 @@ HIDDEN = {
         Case("one token after a long prompt",
              (draw(16000, 32767, seed=555), 1, 4096)),
         Case("D = 1, a few tokens after a short prompt",
-             (draw(1, 4, seed=556), draw(2, 5, seed=557), 1)),
+             (draw(2, 4, seed=556), draw(2, 5, seed=557), 1)),
         Case("an odd number of new tokens",
              (draw(2, 8, seed=558), 2 * draw(1, 4, seed=559) + 1,
               draw(2, 5, seed=560))),
