@@ -361,6 +361,29 @@ def _context(node, parents):
     return ast.unparse(node).splitlines()[0]
 
 
+def _around_change(before, after, limit=70):
+    """``before`` and ``after`` on one line each, cut to the part around
+    where they differ when longer than ``limit``."""
+    before, after = " ".join(before.split()), " ".join(after.split())
+    if max(len(before), len(after)) <= limit:
+        return before, after
+    p = 0
+    while p < min(len(before), len(after)) and before[p] == after[p]:
+        p += 1
+    s = 0
+    while (s < min(len(before), len(after)) - p
+           and before[-1 - s] == after[-1 - s]):
+        s += 1
+    start = max(0, p - 25)
+
+    def cut(text):
+        end = min(len(text), len(text) - s + 15)
+        return (("..." if start else "") + text[start:end]
+                + ("..." if end < len(text) else ""))
+
+    return cut(before), cut(after)
+
+
 def _short(text, limit=70):
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -417,8 +440,9 @@ def mutants(spec):
             elif new is None:
                 change = f"{operator}: `{_short(ast.unparse(node))}`"
             else:
-                change = (f"{operator}: `{_short(ast.unparse(node))}` -> "
-                          f"`{_short(ast.unparse(new))}`")
+                before, after = _around_change(ast.unparse(node),
+                                               ast.unparse(new))
+                change = f"{operator}: `{before}` -> `{after}`"
                 if len(ast.unparse(node)) < 16:
                     change += f" in `{_short(_context(node, parents))}`"
             key = f"{target}: {change}"

@@ -109,7 +109,7 @@ HIDDEN = {
              (draw(256, 768, seed=571), draw(8, 16, seed=572), 8)),
         Case("float16: thousands of tokens, 32 heads",
              (draw(2048, 8192, seed=573), 32, 2)),
-        Case("keywords", (draw(100, 300, seed=574),),
+        Case("both options as keywords", (draw(100, 300, seed=574),),
              {"bytes_per_element": 4, "n_heads": draw(6, 16, seed=575)}),
         Case("1 byte per element, a few heads",
              (draw(20, 50, seed=576), draw(2, 5, seed=577), 1)),
