@@ -433,22 +433,25 @@ GREEDY_DECODE = Exercise(
 def dependence_cases(specs, seed):
     """One case per ``(label, reads pattern, B, N_t, V)``; the pattern is
     ``"causal"``, ``"future"`` (the transposed mask), ``"one ahead"``,
-    ``"random"`` or ``"by row"``: a :func:`symbol_model` whose rows read
+    ``"random"``, ``"by row"``: a :func:`symbol_model` whose rows read
     after random patterns of their own and react to one symbol only
     (which the first target position of every row is one below, so that
-    a change there lowers the logits)."""
+    a change there lowers the logits), or ``"tiny"``: the same with moves
+    between 1.2e-6 and 1.8e-6, just above the threshold."""
     cases = []
     for i, (label, pattern, B, N, V) in enumerate(specs):
         g = generator(seed + i)
         src = torch.randint(0, V, (B, 3), generator=g)
         tgt = torch.randint(0, V, (B, N), generator=g)
-        if pattern == "by row":
+        if pattern in ("by row", "tiny"):
             src[:, 0] = torch.randperm(V, generator=g)[:B]  # rows differ
             reads = torch.rand(V, N, N, generator=g) < 0.5
             reads[:, :, 0] = True  # every position reads position 0
             symbol = int(torch.randint(1, V, (), generator=g))
             tgt[:, 0] = symbol - 1
             weights = 0.5 + torch.rand(V, generator=g, dtype=F64)
+            if pattern == "tiny":  # 1.2e-6 .. 1.8e-6
+                weights = (0.7 + 0.6 * (weights - 0.5)) * 1e-6 + 5e-7
             model = functools.partial(symbol_model, reads=reads,
                                       symbol=symbol, weights=weights)
             cases.append(Case(label, (model, src, tgt)))
@@ -509,6 +512,7 @@ INPUT_DEPENDENCE = Exercise(
         ("a causal model, a batch of one, 3 positions", "causal", 1, 3, 6),
         ("rows that read differently, one symbol that counts", "by row",
          3, 5, 7),
+        ("moves just above 1e-6", "tiny", 2, 4, 6),
     ], seed=980),
     inputs_after=_tgt_unchanged,
     misconceptions=(

@@ -91,5 +91,6 @@ HIDDEN = {
         ("a random pattern, 7 positions", "random", 4, 7, 11),
         ("rows that read differently, 6 positions", "by row", 4, 6, 9),
         ("rows that read differently, a batch of two", "by row", 2, 4, 5),
+        ("moves just above the threshold", "tiny", 3, 5, 7),
     ], seed=990),
 }
