@@ -275,6 +275,9 @@ def _replacements(node, params):
                     elts = new.args[j].elts
                     elts[i], elts[i + 1] = elts[i + 1], elts[i]
                     out.append(("arguments swapped", new))
+    elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT") \
+            and isinstance(node.ctx, ast.Load):
+        out.append(("transpose dropped", node.value))
     elif isinstance(node, ast.Slice):
         for field in ("lower", "upper"):
             if getattr(node, field) is not None:
