@@ -75,8 +75,9 @@ VALIDATION_PREFIXES = ("require_", "_require", "_check", "check_",
 @dataclass(frozen=True)
 class Mutant:
     """One mutant of an exercise's reference: ``key`` names it stably
-    (the function, the code before and after), ``sources`` are the
-    mutated function's source and the sources that follow it."""
+    (the function, the operator, the code before and after), ``target``
+    is the function or class mutated and ``tree`` its mutated syntax
+    tree."""
 
     exercise: str
     key: str
@@ -179,7 +180,7 @@ def _expr(text):
     return ast.parse(text, mode="eval").body
 
 
-def _replacements(node, params):
+def _replacements(node):
     """``[(operator, new node)]`` for one node of the tree."""
     out = []
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
@@ -401,13 +402,12 @@ def mutants(spec):
         tree = _source_tree(obj)
         original = ast.unparse(tree)
         skip = _skipped(tree)
-        params = set()
         candidates = []
         nodes = list(ast.walk(tree))
         for index, node in enumerate(nodes):
             if id(node) in skip:
                 continue
-            for operator, new in _replacements(node, params):
+            for operator, new in _replacements(node):
                 candidates.append((operator, node, new,
                                    lambda t=tree, i=index, n=new:
                                    _replace(t, i, n)))
