@@ -286,6 +286,8 @@ def _length_cases_visible():
         Case("p = 0.5, N = 4, cos = 0.5", (0.5, 4, 0.5)),
         Case("p = 0.05 < 1/N with N = 10: reached at length 0",
              (0.05, 10, 0.0)),
+        Case("p = 0.4, N = 3, cos = 0.5: a little above 1/N",
+             (0.4, 3, 0.5)),
     ]
 
 

@@ -110,6 +110,8 @@ def _sdpa_visible():
         Case("a (2, 1, 3, 4) mask, one per sequence, shared by 2 heads",
              (*_qkv((2, 2), 3, 4, 3, 3, seed=58),
               random_mask(2, 1, 3, 4, seed=59))),
+        Case("scores in the hundreds (exp would overflow)",
+             _qkv((2,), 4, 5, 8, 3, seed=60, scale=12.0)),
     ]
 
 

@@ -16,9 +16,11 @@ from course_lib.grading.common import (
     F32,
     F64,
     TORCH_ATTENTION,
+    generator,
     mixing_model,
     randn,
     scripted_model,
+    symbol_model,
 )
 from course_lib.grading.engine import Case, Exercise, Misconception
 
@@ -62,7 +64,7 @@ def forcing_cases(specs, seed):
     cases = []
     for i, (label, lengths, T, vocab, ids) in enumerate(specs):
         bos, eos, pad = ids
-        g = torch.Generator().manual_seed(seed + i)
+        g = generator(seed + i)
         words = torch.randint(0, vocab, (len(lengths), T), generator=g)
         special = torch.tensor(ids)
         # remap the specials to other words
@@ -311,7 +313,7 @@ def _chain(V, steps, seed):
     """``(first, table)`` for :func:`scripted_model`: the next token is
     ``steps[token]`` (``steps[-1]`` for what follows <bos>, by source
     symbol), as a clear argmax among seeded noise."""
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     table = torch.rand(V, V, generator=g, dtype=torch.float64)
     for token, nxt in steps["next"].items():
         table[token, nxt] = 2.0 + table[token, nxt]
@@ -430,11 +432,30 @@ GREEDY_DECODE = Exercise(
 
 def dependence_cases(specs, seed):
     """One case per ``(label, reads pattern, B, N_t, V)``; the pattern is
-    ``"causal"``, ``"future"`` (the transposed mask), ``"one ahead"`` or
-    ``"random"``."""
+    ``"causal"``, ``"future"`` (the transposed mask), ``"one ahead"``,
+    ``"random"``, ``"by row"``: a :func:`symbol_model` whose rows read
+    after random patterns of their own and react to one symbol only
+    (which the first target position of every row is one below, so that
+    a change there lowers the logits), or ``"tiny"``: the same with moves
+    between 1.2e-6 and 1.8e-6, just above the threshold."""
     cases = []
     for i, (label, pattern, B, N, V) in enumerate(specs):
-        g = torch.Generator().manual_seed(seed + i)
+        g = generator(seed + i)
+        src = torch.randint(0, V, (B, 3), generator=g)
+        tgt = torch.randint(0, V, (B, N), generator=g)
+        if pattern in ("by row", "tiny"):
+            src[:, 0] = torch.randperm(V, generator=g)[:B]  # rows differ
+            reads = torch.rand(V, N, N, generator=g) < 0.5
+            reads[:, :, 0] = True  # every position reads position 0
+            symbol = int(torch.randint(1, V, (), generator=g))
+            tgt[:, 0] = symbol - 1
+            weights = 0.5 + torch.rand(V, generator=g, dtype=F64)
+            if pattern == "tiny":  # 1.2e-6 .. 1.8e-6
+                weights = (0.7 + 0.6 * (weights - 0.5)) * 1e-6 + 5e-7
+            model = functools.partial(symbol_model, reads=reads,
+                                      symbol=symbol, weights=weights)
+            cases.append(Case(label, (model, src, tgt)))
+            continue
         ones = torch.ones(N, N, dtype=torch.bool)
         reads = {"causal": ones.tril(), "future": ones.triu(),
                  "one ahead": ones.tril(1),
@@ -442,14 +463,12 @@ def dependence_cases(specs, seed):
         table = torch.randn(V, V, generator=g, dtype=torch.float64)
         model = functools.partial(mixing_model, reads=reads,
                                   table=table.to(F32))
-        src = torch.randint(0, V, (B, 3), generator=g)
-        tgt = torch.randint(0, V, (B, N), generator=g)
         cases.append(Case(label, (model, src, tgt)))
     return cases
 
 
 def _dependence_with(model, src, tgt, *, transposed=False, restore=True,
-                     own_only=False):
+                     own_only=False, first_row=False):
     """The measurement with one thing changed."""
     base = model(src, tgt)
     B, N, V = base.shape
@@ -458,7 +477,10 @@ def _dependence_with(model, src, tgt, *, transposed=False, restore=True,
     for m in range(N):
         changed = tgt.clone() if restore else work
         changed[:, m] = (tgt[:, m] + 1) % V
-        moved = (model(src, changed) - base).abs().amax(dim=(0, 2)) > 1e-6
+        moved = (model(src, changed) - base).abs()  # (B, N_t, V)
+        if first_row:
+            moved = moved[:1]
+        moved = moved.amax(dim=(0, 2)) > 1e-6
         if own_only:
             D[m, m] = moved[m]
         else:
@@ -488,6 +510,9 @@ INPUT_DEPENDENCE = Exercise(
         ("a causal model, 4 positions", "causal", 2, 4, 7),
         ("a model that reads the future, 5 positions", "future", 3, 5, 9),
         ("a causal model, a batch of one, 3 positions", "causal", 1, 3, 6),
+        ("rows that read differently, one symbol that counts", "by row",
+         3, 5, 7),
+        ("moves just above 1e-6", "tiny", 2, 4, 6),
     ], seed=980),
     inputs_after=_tgt_unchanged,
     misconceptions=(
@@ -506,6 +531,12 @@ INPUT_DEPENDENCE = Exercise(
             "a change at position m can move the scores of every position; "
             "compare all N_t positions, not only position m.",
             own_only=True),
+        _wrong_dependence(
+            "only the first row of the batch is examined",
+            "the rows of a batch can read different positions: D[n, m] is "
+            "True when the logits of position n move in SOME row, so "
+            "compare every row (amax over the batch axis too).",
+            first_row=True),
     ),
     forbidden_reference=(ref.input_dependence,),
     shortcut_advice=("Measure it: change one target position at a time and "

@@ -14,7 +14,14 @@ from course_lib import induction as ref_ind
 from course_lib import language_model as ref_lm
 from course_lib import multihead as ref_multihead
 from course_lib.grading.chapter02 import SDPA_ATEN, SDPA_TORCH
-from course_lib.grading.common import F32, F64, TORCH_ATTENTION, randn
+from course_lib.grading.common import (
+    F32,
+    F64,
+    TORCH_ATTENTION,
+    generator,
+    mixed,
+    randn,
+)
 from course_lib.grading.engine import Case, Exercise, Misconception
 
 # ------------------------------------------------------ next-token loss
@@ -28,7 +35,7 @@ def _ce(scores, targets, reduction="mean"):
 
 def logits_and_tokens(shape, V, seed, dtype=F32, scale=2.0):
     """``(logits (*shape, V), tokens (*shape))``, seeded."""
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     tokens = torch.randint(V, shape, generator=g)
     return randn(*shape, V, seed=seed, dtype=dtype, scale=scale), tokens
 
@@ -98,7 +105,7 @@ def _sample_with(logits, temperature, top_k, n_samples, seed, *,
 
 def sampling_case(B, V, temperature, top_k, n, seed, dtype=F32):
     return (randn(B, V, seed=seed, dtype=dtype, scale=2.0), temperature,
-            top_k, n, seed)
+            top_k, n, mixed(seed))
 
 
 SAMPLE_TOP_K = Exercise(
@@ -233,7 +240,7 @@ KV_ATTENTION_STEP = Exercise(
 
 
 def _induction_with(A, tokens, *, offset=1, every_query=False,
-                    latest=False, period=False):
+                    latest=False, period=False, itself=False):
     N = A.shape[-1]
     if period:  # assumes a sequence whose second half repeats the first
         T = N // 2
@@ -245,13 +252,15 @@ def _induction_with(A, tokens, *, offset=1, every_query=False,
         last = torch.where(earlier, torch.arange(N), -1).max(-1).values
         earlier = torch.arange(N) == last.unsqueeze(-1)
         earlier &= (last >= 0).unsqueeze(-1)
+    has = earlier.any(-1)
+    if itself:  # the query counts as an earlier occurrence of itself
+        earlier = earlier | torch.eye(N, dtype=torch.bool)
     if offset == 1:
         target = F.pad(earlier[..., :-1], (1, 0), value=False)
     elif offset == 0:
         target = earlier
     else:
         target = F.pad(earlier[..., 1:], (0, 1), value=False)
-    has = earlier.any(-1)
     mass = (A * target.unsqueeze(-3).to(A.dtype)).sum(-1)
     if every_query:
         return mass.mean(-1)
@@ -260,18 +269,20 @@ def _induction_with(A, tokens, *, offset=1, every_query=False,
 
 
 def attention_case(batch, H, N, V, seed, dtype=F32, repeat=False,
-                   sharp=0.0):
-    """Causal weights ``A (*batch, H, N, N)``, peaked at random keys by
-    ``sharp``, and tokens; ``repeat``: the second half repeats the first."""
-    g = torch.Generator().manual_seed(seed)
+                   sharp=0.0, causal=True):
+    """Weights ``A (*batch, H, N, N)``, causal (a decoder's) or not (an
+    encoder's), peaked at random keys by ``sharp``, and tokens;
+    ``repeat``: the second half repeats the first."""
+    g = generator(seed)
     if repeat:
         half = torch.randint(V, (*batch, N // 2), generator=g)
         tokens = torch.cat([half, half], -1)
     else:
         tokens = torch.randint(V, (*batch, N), generator=g)
     scores = randn(*batch, H, N, N, seed=seed, dtype=F64, scale=1 + sharp)
-    scores = scores.masked_fill(~torch.ones(N, N, dtype=torch.bool).tril(),
-                                float("-inf"))
+    if causal:
+        scores = scores.masked_fill(
+            ~torch.ones(N, N, dtype=torch.bool).tril(), float("-inf"))
     return scores.softmax(-1).to(dtype), tokens
 
 
@@ -288,6 +299,8 @@ INDUCTION_SCORES = Exercise(
                             repeat=True)),
         Case("a single head, 9 tokens from 2 symbols",
              attention_case((), 1, 9, 2, seed=1044)),
+        Case("an encoder's weights (not causal), 8 tokens from 3 symbols",
+             attention_case((2,), 2, 8, 3, seed=1045, causal=False)),
     ],
     misconceptions=(
         Misconception("the earlier occurrence itself instead of the token "
@@ -313,6 +326,13 @@ INDUCTION_SCORES = Exercise(
                       "find the earlier occurrences from the tokens: the "
                       "detector must work on any sequence.",
                       lambda A, t: _induction_with(A, t, period=True)),
+        Misconception("the query counted as an earlier occurrence of "
+                      "itself",
+                      "the earlier occurrences of query n's token are at "
+                      "m < n, strictly: the token after the query itself, "
+                      "n + 1, is not a target (weights that are not "
+                      "causal can reach it).",
+                      lambda A, t: _induction_with(A, t, itself=True)),
     ),
     forbidden_reference=(ref_ind.induction_scores,),
 )

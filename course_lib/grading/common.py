@@ -41,6 +41,32 @@ def _seed(seed):
     return (seed * 0x9E3779B97F4A7C15 + salt) % 2**63
 
 
+def generator(seed):
+    """A ``torch.Generator`` seeded with ``seed``, mixed with the salt
+    (:func:`salted`): every random draw of a case builder comes from
+    one."""
+    return torch.Generator().manual_seed(_seed(seed))
+
+
+def mixed(seed):
+    """``seed`` mixed with the salt (itself when there is none), for a
+    seed that a case hands to the answer."""
+    return _seed(seed) % 2**31
+
+
+def draw(low, high, *, seed):
+    """An int in ``[low, high]``, drawn with the salt: a hidden case's
+    size or scalar."""
+    return int(torch.randint(low, high + 1, (), generator=generator(seed)))
+
+
+def draw_float(low, high, *, seed, digits=3):
+    """A float in ``[low, high]`` (rounded to ``digits``), drawn with
+    the salt."""
+    u = float(torch.rand((), generator=generator(seed), dtype=F64))
+    return round(low + (high - low) * u, digits)
+
+
 def randn(*shape, seed, dtype=F32, scale=1.0):
     """Seeded normal tensor: the same numbers on every run and machine
     (for the same salt, see :func:`salted`)."""
@@ -190,6 +216,20 @@ def mixing_model(src, tgt, *, reads, table):
     # logits[b, n] = sum_m reads[n, m] table[tgt[b, m]] + table[src[b, 0]]
     return (torch.einsum("nm,bmv->bnv", mixing, table[tgt])
             + table[src[:, :1]])
+
+
+def symbol_model(src, tgt, *, reads, symbol, weights):
+    """A stand-in for a model, for the checks of :func:`input_dependence`
+    whose rows of the batch differ: row ``b`` reads after the pattern
+    ``reads[src[b, 0]]`` (its own, chosen by its source's first symbol),
+    and only the target positions holding ``symbol`` count, lowering
+    every logit by ``weights``. ``src (B, N_s)``, ``tgt (B, N_t)`` ->
+    ``(B, N_t, V)``."""
+    N = tgt.shape[-1]
+    rows = reads[src[:, 0]][:, :N, :N].to(weights.dtype)  # (B, N_t, N_t)
+    hits = (tgt == symbol).to(weights.dtype)  # (B, N_t)
+    # logits[b, n, v] = -weights[v] sum_m rows[b, n, m] hits[b, m]
+    return -torch.einsum("bnm,bm,v->bnv", rows, hits, weights)
 
 
 def without_mask(position):

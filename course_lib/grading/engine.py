@@ -31,7 +31,8 @@ class Case:
     For module exercises ``init`` holds the constructor's keyword
     arguments and ``args`` the ``forward`` arguments. ``watch_pairs``:
     refuse an answer that builds a tensor with an ``N_q`` and an ``N_k``
-    axis (``args[0]`` and ``args[1]`` are ``Q`` and ``K``).
+    axis (``args[0]`` and ``args[1]`` are ``Q`` and ``K``). ``seed``: the
+    seed of a module's parameters (``None``: the exercise's).
     """
 
     label: str
@@ -40,6 +41,7 @@ class Case:
     init: dict = field(default_factory=dict)
     atol: float | None = None
     watch_pairs: bool = False
+    seed: int | None = None
 
 
 @dataclass
@@ -180,17 +182,18 @@ def reference_module(exercise, case):
     copy of its own for each call (the grader asks for one several times
     per case), built once per exercise, sizes and dtype."""
     dtype = case.args[0].dtype
+    seed = exercise.seed if case.seed is None else case.seed
     if not all(type(v) in (int, float, bool, str, type(None))
                for v in case.init.values()):
         return seed_parameters(exercise.reference(**case.init),
-                               exercise.seed, dtype)
-    key = (exercise.name, exercise.reference, exercise.seed, dtype,
+                               seed, dtype)
+    key = (exercise.name, exercise.reference, seed, dtype,
            tuple(sorted(case.init.items())))
     if key not in _REFERENCES:
         if len(_REFERENCES) >= MAX_REFERENCES:
             _REFERENCES.clear()
         _REFERENCES[key] = seed_parameters(exercise.reference(**case.init),
-                                           exercise.seed, dtype)
+                                           seed, dtype)
     return copy.deepcopy(_REFERENCES[key])
 
 

@@ -24,9 +24,16 @@ def cases(name, *, salt=0):
     """The hidden cases of exercise ``name`` (a list of ``Case``), their
     random inputs drawn with ``salt`` (``course_lib.grading.common.
     salted``; the grader passes a fresh secret one per submission)."""
-    from course_lib.grading.common import salted
+    from course_lib.grading import exercise
+    from course_lib.grading.common import mixed, salted
 
     if name not in HIDDEN:
         raise ValueError(f"no hidden cases for exercise {name!r}")
+    spec = exercise(name)
     with salted(salt):
-        return HIDDEN[name]()
+        cases = HIDDEN[name]()
+        if spec.module:  # the parameters too are drawn afresh
+            for index, case in enumerate(cases):
+                if case.seed is None:
+                    case.seed = mixed(spec.seed + 1000 * (index + 1))
+    return cases

@@ -8,14 +8,16 @@ import math
 
 import torch
 
-from course_lib.grading.common import F64, randn
+from course_lib.grading.common import F64, draw, draw_float, randn
 from course_lib.grading.engine import Case
 
 
 def _softmax_cases_hidden():
     far_apart = torch.tensor([[1000.0, 999.0, 998.0],
-                              [-1000.0, -999.0, -1001.0]])
-    with_inf = torch.tensor([[0.5, -math.inf, 1.5], [-math.inf, 2.0, 0.0]])
+                              [-1000.0, -999.0, -1001.0]]) + randn(
+        2, 3, seed=16, scale=0.5)
+    with_inf = randn(2, 3, seed=17)
+    with_inf[0, 1] = with_inf[1, 0] = -math.inf
     return [
         Case("a (2, 3, 6) batch in float64",
              (randn(2, 3, 6, seed=12, dtype=F64, scale=3),)),
@@ -59,15 +61,30 @@ def _simple_cases_hidden():
 
 
 def _length_cases_hidden():
+    few = draw(8, 12, seed=67)
     return [
-        Case("p = 0.99 among 100 tokens at cos = 0.2", (0.99, 100, 0.2)),
-        Case("two tokens pointing apart (cos = -0.5), p = 0.999",
-             (0.999, 2, -0.5)),
-        Case("nearly parallel tokens, cos = 0.9, p = 0.6", (0.6, 3, 0.9)),
-        Case("512 orthogonal tokens, p = 0.3", (0.3, 512, 0.0)),
-        Case("p = 0.08 < 1/10 at cos = 0.3: length 0", (0.08, 10, 0.3)),
-        Case("p = 0.01 among 50 tokens: length 0", (0.01, 50, 0.7)),
-        Case("an int cosine, p = 0.75 among 8 tokens", (0.75, 8, 0)),
+        Case("p close to 1 among many tokens",
+             (draw_float(0.95, 0.995, seed=61), draw(50, 150, seed=62),
+              draw_float(0.1, 0.3, seed=63))),
+        Case("two tokens pointing apart (cos < 0), p close to 1",
+             (draw_float(0.99, 0.9995, seed=64, digits=4), 2,
+              draw_float(-0.7, -0.3, seed=65))),
+        Case("nearly parallel tokens, p a little above 1/2",
+             (draw_float(0.55, 0.7, seed=66), 3,
+              draw_float(0.85, 0.95, seed=68))),
+        Case("hundreds of orthogonal tokens",
+             (draw_float(0.2, 0.4, seed=69), draw(256, 1024, seed=70), 0.0)),
+        Case("p < 1/N: length 0",
+             (draw_float(0.01, 0.9 / few, seed=71), few,
+              draw_float(0.1, 0.5, seed=72))),
+        Case("p far below 1/N among many tokens: length 0",
+             (draw_float(0.005, 0.015, seed=73), draw(40, 60, seed=74),
+              draw_float(0.5, 0.8, seed=75))),
+        Case("an int cosine", (draw_float(0.6, 0.85, seed=76),
+                               draw(5, 10, seed=77), 0)),
+        Case("p a little above 1/N: a short length",
+             (draw_float(0.36, 0.49, seed=78), 3,
+              draw_float(-0.5, 0.5, seed=79))),
     ]
 
 

@@ -14,6 +14,7 @@ from course_lib.grading.chapter02 import (
 )
 from course_lib.grading.common import (
     F64,
+    draw,
     random_mask,
 )
 from course_lib.grading.engine import Case
@@ -33,6 +34,8 @@ def _sdpa_hidden():
              (*_qkv((2,), 6, 6, 8, 8, seed=48, dtype=F64),
               ref.causal_mask(6))),
         Case("large logits", _qkv((), 4, 5, 16, 3, seed=49, scale=6.0)),
+        Case("scores in the hundreds, rows far apart",
+             _qkv((3,), 5, 4, 8, 3, seed=50, scale=14.0)),
         Case("inputs with tiny variance",
              _qkv((), 4, 4, 5, 5, seed=50, dtype=F64, scale=1e-3)),
         Case("padded queries and keys in float64 (lengths 6, 3, 1)",
@@ -54,8 +57,10 @@ def _with_empty_rows(mask):
 
 HIDDEN = {
     "scaled_dot_product_attention": _sdpa_hidden,
-    "causal_mask": lambda: [Case("n = 2", (2,)), Case("n = 7", (7,)),
-                    Case("n = 16", (16,))],
+    "causal_mask": lambda: [
+        Case("a short sequence", (draw(2, 4, seed=81),)),
+        Case("a medium one", (draw(5, 9, seed=82),)),
+        Case("a long one", (draw(12, 24, seed=83),))],
     "SelfAttention": lambda: _self_attention_cases([
         ("d_v = 5 != d_k = 3", {"d_model": 6, "d_k": 3, "d_v": 5}, (2, 4),
          torch.float32, False),
@@ -69,10 +74,13 @@ HIDDEN = {
          {"d_model": 6, "d_k": 2, "d_v": 4}, (3, 6), F64, [2, 6, 4]),
     ], seed=70),
     "decoding_mask": lambda: [
-        Case("2 new queries, 9 keys", (2, 9)),
-        Case("6 queries, 6 keys", (6, 6)),
-        Case("5 new queries, 12 keys", (5, 12)),
+        Case("a few new queries, more keys",
+             (draw(2, 3, seed=84), draw(6, 10, seed=85))),
+        Case("as many queries as keys", (draw(4, 8, seed=86),) * 2),
+        Case("new queries after a few keys",
+             (draw(4, 6, seed=87), draw(8, 14, seed=88))),
         Case("1 query, 1 key", (1, 1)),
-        Case("16 new queries, 40 keys", (16, 40)),
+        Case("many new queries, many keys",
+             (draw(12, 20, seed=89), draw(30, 50, seed=90))),
     ],
 }

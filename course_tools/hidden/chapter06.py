@@ -4,32 +4,47 @@ They stay with the instructor: the grader hands them to a kernel only
 while it grades a submission, and compares the results in its own
 process."""
 
-from course_lib.grading.common import F32, F64, randn, token_module_cases
+from course_lib.grading.common import (
+    F32,
+    F64,
+    draw,
+    randn,
+    token_module_cases,
+)
 from course_lib.grading.engine import Case
 
 
 def _encoding_hidden():
     return [
-        Case("50 positions, d_model = 16", (50, 16)),
-        Case("base=100 as a keyword, d_model = 6", (7, 6),
-             {"base": 100.0}),
-        Case("one pair (d_model = 2)", (5, 2)),
-        Case("a single position", (1, 12)),
-        Case("64 positions, d_model = 64", (64, 64)),
-        Case("base = 2", (9, 10, 2.0)),
-        Case("d_model = 32, base = 1000", (20, 32, 1000.0)),
+        Case("dozens of positions", (draw(40, 60, seed=601),
+                                     2 * draw(6, 10, seed=602))),
+        Case("base as a keyword", (draw(5, 9, seed=603),
+                                   2 * draw(2, 4, seed=604)),
+             {"base": float(draw(50, 200, seed=605))}),
+        Case("one pair (d_model = 2)", (draw(3, 8, seed=606), 2)),
+        Case("a single position", (1, 2 * draw(4, 8, seed=607))),
+        Case("a wide model: d_model = 64", (draw(60, 70, seed=608), 64)),
+        Case("base = 2", (draw(6, 12, seed=609), 2 * draw(3, 6, seed=610),
+                          2.0)),
+        Case("d_model = 32, base positional",
+             (draw(15, 25, seed=611), 32, float(draw(500, 2000,
+                                                     seed=612)))),
     ]
 
 
 def _relative_hidden():
     return [
-        Case("offset 0 (the identity)", (0, 6)),
-        Case("a negative offset, -2", (-2, 8)),
-        Case("offset 5, d_model = 16, base=100 as a keyword", (5, 16),
-             {"base": 100.0}),
-        Case("one pair (d_model = 2)", (1, 2)),
-        Case("offset 17, d_model = 32", (17, 32)),
-        Case("offset -7, d_model = 12, base = 1000", (-7, 12, 1000.0)),
+        Case("offset 0 (the identity)", (0, 2 * draw(2, 5, seed=621))),
+        Case("a negative offset", (-draw(1, 4, seed=622),
+                                   2 * draw(3, 5, seed=623))),
+        Case("base as a keyword", (draw(3, 8, seed=624),
+                                   2 * draw(6, 10, seed=625)),
+             {"base": float(draw(50, 200, seed=626))}),
+        Case("one pair (d_model = 2)", (draw(1, 4, seed=627), 2)),
+        Case("a large offset, d_model = 32", (draw(12, 25, seed=628), 32)),
+        Case("a negative offset, base positional",
+             (-draw(5, 9, seed=629), 12, float(draw(500, 2000,
+                                                    seed=630)))),
     ]
 
 

@@ -10,7 +10,7 @@ from course_lib.grading.chapter07 import (
     _image_cases,
     count_cases,
 )
-from course_lib.grading.common import F32, F64, randn
+from course_lib.grading.common import F32, F64, draw, randn
 from course_lib.grading.engine import (
     Case,
 )
@@ -51,12 +51,18 @@ HIDDEN = {
         ("a batch of one", (6, 3, 2, 7), 1, F32),
     ], seed=740, keys=EMBEDDING_KEYS),
     "vit_parameter_count": lambda: count_cases([
-        ("ViT-B/16 on ImageNet (224 x 224, 1000 classes)",
-         (224, 16, 3, 1000, 768, 12, 3072)),
-        ("DeiT-S (d_model 384)", (224, 16, 3, 1000, 384, 12, 1536)),
-        ("p = 1 (every pixel a patch)", (4, 1, 2, 3, 8, 1, 16)),
-        ("one patch per image", (8, 8, 3, 5, 16, 2, 24)),
-        ("depth 4, two classes", (12, 4, 1, 2, 10, 4, 7)),
+        ("a ViT-B/16-sized model",
+         (224, 16, 3, draw(10, 1000, seed=701), 768,
+          draw(8, 12, seed=702), 3072)),
+        ("a DeiT-S-sized model",
+         (224, 16, 3, draw(10, 1000, seed=703), 384,
+          draw(8, 12, seed=704), 1536)),
+        ("p = 1 (every pixel a patch)",
+         (draw(3, 5, seed=705), 1, 2, draw(2, 5, seed=706), 8, 1, 16)),
+        ("one patch per image",
+         (8, 8, 3, draw(3, 9, seed=707), 16, 2, draw(16, 32, seed=708))),
+        ("a deeper model, two classes",
+         (12, 4, 1, 2, draw(6, 12, seed=709), draw(3, 5, seed=710), 7)),
     ]),
     "VisionTransformer": lambda: _image_cases([
         ("depth 3 in float64", (8, 4, 1, 10, 12, 3, 3, 24), 2, F64),

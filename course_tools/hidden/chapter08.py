@@ -19,6 +19,8 @@ from course_lib.grading.chapter08 import (
 from course_lib.grading.common import (
     F32,
     F64,
+    draw,
+    draw_float,
     randn,
     random_softplus_features,
 )
@@ -38,9 +40,14 @@ HIDDEN = {
     "elu_feature_map": lambda: [
         Case("a (2, 3, 5, 4) batch in float64",
              (randn(2, 3, 5, 4, seed=802, dtype=F64, scale=3.0),)),
-        Case("x from -12 to 12", (torch.linspace(-12, 12, 97),)),
-        Case("x from -12 to 12 in float64",
-             (torch.linspace(-12, 12, 97, dtype=F64),)),
+        Case("x evenly spaced over a wide range",
+             (torch.linspace(-draw_float(10, 14, seed=804),
+                             draw_float(10, 14, seed=805),
+                             draw(90, 110, seed=806)),)),
+        Case("x evenly spaced over a wide range, in float64",
+             (torch.linspace(-draw_float(10, 14, seed=807),
+                             draw_float(10, 14, seed=808),
+                             draw(90, 110, seed=809), dtype=F64),)),
         Case("x close to 0", (randn(6, 5, seed=803, scale=1e-3),)),
     ],
     "linear_attention": lambda: _attention_cases([
@@ -96,6 +103,14 @@ HIDDEN = {
              _xw((3, 3), 3, seed=877, dtype=F64)),
     ],
     "local_attention_mask": lambda: [
-        Case(f"n = {n}, window = {w}", (n, w)) for n, w in
-        [(7, 2), (6, 5), (1, 0), (5, 0), (10, 3), (8, 20), (16, 4)]],
+        Case("a window of 2", (draw(6, 9, seed=861), 2)),
+        Case("a window of n - 1 (every key)",
+             (draw(5, 8, seed=862), draw(5, 8, seed=862) - 1)),
+        Case("n = 1, window = 0", (1, 0)),
+        Case("window 0 (the identity)", (draw(4, 7, seed=863), 0)),
+        Case("a window of 3", (draw(9, 12, seed=864), 3)),
+        Case("a window wider than the sequence",
+             (draw(6, 10, seed=865), draw(15, 25, seed=866))),
+        Case("a long sequence", (draw(14, 20, seed=867),
+                                 draw(3, 5, seed=868)))],
 }

@@ -10,7 +10,7 @@ from course_lib.grading.chapter10 import (
     sampling_case,
     step_case,
 )
-from course_lib.grading.common import F64
+from course_lib.grading.common import F64, draw, draw_float
 from course_lib.grading.engine import Case
 
 HIDDEN = {
@@ -24,16 +24,29 @@ HIDDEN = {
              logits_and_tokens((40,), 96, seed=1054)),
     ],
     "sample_top_k": lambda: [
-        Case("float64, temperature 0.7, top_k = 5, 30 samples",
-             sampling_case(4, 12, 0.7, 5, 30, seed=1061, dtype=F64)),
+        Case("float64, a temperature below 1, top_k a few",
+             sampling_case(draw(3, 5, seed=1066), draw(10, 14, seed=1067),
+                           draw_float(0.5, 0.9, seed=1068),
+                           draw(3, 6, seed=1069), draw(20, 40, seed=1070),
+                           seed=1061, dtype=F64)),
         Case("top_k = 1 (greedy in disguise)",
-             sampling_case(3, 8, 1.0, 1, 10, seed=1062)),
-        Case("top_k larger than V", sampling_case(2, 5, 1.5, 9, 12,
-                                                  seed=1063)),
-        Case("a cold temperature 0.1, top_k = 2",
-             sampling_case(2, 7, 0.1, 2, 25, seed=1064)),
-        Case("one row, V = 96, temperature 1.2, top_k = 10, 100 samples",
-             sampling_case(1, 96, 1.2, 10, 100, seed=1065)),
+             sampling_case(draw(2, 4, seed=1071), draw(6, 10, seed=1072),
+                           draw_float(0.5, 1.5, seed=1073), 1,
+                           draw(5, 15, seed=1074), seed=1062)),
+        Case("top_k larger than V",
+             sampling_case(2, draw(4, 6, seed=1075),
+                           draw_float(1.2, 1.8, seed=1076),
+                           draw(7, 11, seed=1077), draw(8, 16, seed=1078),
+                           seed=1063)),
+        Case("a cold temperature, top_k = 2",
+             sampling_case(2, draw(6, 9, seed=1079),
+                           draw_float(0.05, 0.2, seed=1080), 2,
+                           draw(20, 30, seed=1081), seed=1064)),
+        Case("one row, a large vocabulary, many samples",
+             sampling_case(1, draw(80, 120, seed=1082),
+                           draw_float(1.0, 1.5, seed=1083),
+                           draw(8, 12, seed=1084), draw(80, 120, seed=1085),
+                           seed=1065)),
     ],
     "kv_attention_step": lambda: [
         Case("an empty cache: 4 new tokens (the prompt)",
@@ -55,5 +68,10 @@ HIDDEN = {
              attention_case((), 1, 20, 2, seed=1093)),
         Case("repeated sequences of 2 x 12 from 30 symbols",
              attention_case((4,), 2, 24, 30, seed=1094, repeat=True)),
+        Case("an encoder's weights (not causal), 12 tokens from 4 symbols",
+             attention_case((3,), 2, 12, 4, seed=1095, causal=False)),
+        Case("an encoder's weights in float64, one head",
+             attention_case((), 1, 10, 3, seed=1096, dtype=F64,
+                            causal=False)),
     ],
 }

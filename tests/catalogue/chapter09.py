@@ -399,7 +399,19 @@ def input_dependence(model, src, tgt):
         D[:, m] = (model(src, tgt) - base).abs().amax(dim=(0, 2)) > 1e-6
     return D
 '''),
-    ],    "decoding_work": [
+        ("only the first row of the batch is examined", '''
+def input_dependence(model, src, tgt):
+    base = model(src, tgt)
+    V, N = base.shape[-1], tgt.shape[1]
+    D = torch.zeros(N, N, dtype=torch.bool)
+    for m in range(N):
+        t2 = tgt.clone()
+        t2[:, m] = (t2[:, m] + 1) % V
+        D[:, m] = (model(src, t2)[0] - base[0]).abs().amax(dim=-1) > 1e-6
+    return D
+'''),
+    ],
+    "decoding_work": [
         ("the encoder counted once although nothing is kept", '''
 def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
                   cache="none"):

@@ -260,6 +260,17 @@ def kv_attention_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o,
 '''),
     ],
     "induction_scores": [
+        ("the query counted as an earlier occurrence of itself", '''
+def induction_scores(A, tokens):
+    N = tokens.shape[-1]
+    same = tokens[..., :, None] == tokens[..., None, :]
+    # tril(0): the query itself counts as an earlier occurrence
+    earlier = same & torch.ones(N, N, dtype=torch.bool).tril(0)
+    target = torch.nn.functional.pad(earlier[..., :-1], (1, 0))
+    has = (same & torch.ones(N, N, dtype=torch.bool).tril(-1)).any(-1)
+    mass = (A * target[..., None, :, :]).sum(-1)
+    return (mass * has[..., None, :]).sum(-1) / has.sum(-1)[..., None]
+'''),
         ("the earlier occurrence itself instead of the token after it", '''
 def induction_scores(A, tokens):
     N = tokens.shape[-1]
