@@ -38,6 +38,7 @@ from course_lib.grading import (
     exercise,
     forbidden,
     harness,
+    reach,
     rules,
     wire,
 )
@@ -167,71 +168,73 @@ _TREES = {}
 MAX_TREES = 20_000
 
 
-def _binds(tree, name):
-    """Whether ``tree`` binds ``name`` at its top level (a def, a class,
-    an assignment or an import as ``name``)."""
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                             ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) \
-                else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name
-                   for target in targets for t in ast.walk(target)):
-                return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (a.asname or a.name.split(".")[0]) == name or a.name == "*"
-                for a in node.names):
-            return True
-    return False
+def checked_names(nb):
+    """``{exercise: names}``: the names each test cell's ``check(...)``
+    hands the exercise (``check("softmax", softmax)``: ``softmax``)."""
+    found = {}
+    for cell in test_cells(nb):
+        tree = _parsed(cell.source)
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "check" and len(node.args) > 1
+                    and isinstance(node.args[0], ast.Constant)):
+                found.setdefault(node.args[0].value, set()).update(
+                    rules._names(ast.Expression(node.args[1])))
+    return found
 
 
 def rule_findings(nb, names, released_sources):
     """``{exercise: message}`` for each exercise whose answer breaks a
     rule, and the flags for the instructor.
 
-    An exercise is judged on its answer cell, every cell the student
-    wrote that binds the exercise's name (a cell that rebinds it after
-    the answer), and the student's cells whose definitions those use.
-    Touching the grading machinery in a cell that serves no answer costs
-    every exercise. A construct that resolves names at run time costs
-    nothing: it is flagged for the instructor (``rules.review``).
+    An exercise is judged on the code its answer runs, in the cells the
+    student wrote (``course_lib.grading.reach``): the statements that
+    bind or change the name its test cell checks, and the definitions
+    and module-level bindings those reach, in any such cell; a line
+    beside them that the answer never runs (a sanity print comparing
+    with ``course_lib``) costs nothing. Touching the grading machinery
+    anywhere in a cell the student wrote costs every exercise. A
+    construct that resolves names at run time costs nothing: it is
+    flagged for the instructor (``rules.review``). A finding names the
+    line in the cell and the cell by what it defines, as the local
+    check does.
     """
     trees = {i: _parsed(c.source) for i, c in enumerate(nb.cells)
              if c.cell_type == "code"}
     aliases = rules.aliases([t for t in trees.values() if t is not None])
     mine = student_cells(nb, released_sources, trees)
+    labels = {i: reach.cell_label(t) for i, t in mine.items()}
+    checked = checked_names(nb)
     answers = {c.metadata.get("nbgrader", {}).get("grade_id"): i
                for i, c in enumerate(nb.cells) if i in mine
                and c.metadata.get("nbgrader", {}).get("solution")}
+    ordered = sorted(mine.items())
     analysed, verdicts, flags = {}, {}, []
     for name in names:
-        roots = [i for i, t in mine.items()
-                 if i == answers.get(name) or _binds(t, name)]
-        cells = set(roots)
-        for index in roots:
-            helpers = [(i, t) for i, t in mine.items() if i != index]
-            cells |= rules.reachable(mine[index], helpers)
-        analysed[name] = sorted(cells)
+        analysed[name] = reach.executed(
+            ordered, checked.get(name) or {name}, modules=set(aliases))
     attributed = {i for cells in analysed.values() for i in cells}
-    loose = []  # the grading machinery, in cells that serve no answer
+    loose = []  # the grading machinery, in any cell the student wrote
     for index, tree in mine.items():
+        loose += rules.uses(tree, torch_names=frozenset(),
+                            course_names=frozenset(), aliases=aliases,
+                            cell=index, label=labels[index])
         if index not in attributed:
-            loose += rules.uses(tree, torch_names=frozenset(),
-                                course_names=frozenset(), aliases=aliases,
-                                cell=index)
-            found = rules.review(tree, aliases, cell=index)
+            found = rules.review(tree, aliases, cell=index,
+                                 label=labels[index])
             if found:
                 flags.append(rules.describe(f"cell {index}", found))
     for name in names:
         spec = exercise(name)
         found, resolving = [], []
-        for i in analysed.get(name, []):
-            found += rules.uses(mine[i], **forbidden(spec), aliases=aliases,
-                                cell=i)
-            resolving += rules.review(mine[i], aliases, cell=i)
-        found += loose
+        for i, statements in analysed.get(name, {}).items():
+            tree = reach.module(statements)
+            found += rules.uses(tree, **forbidden(spec), aliases=aliases,
+                                cell=i, label=labels[i])
+            resolving += rules.review(tree, aliases, cell=i,
+                                      label=labels[i])
+        found = [f for f in found if f.owner != "grading"] + loose
         if found:
             verdicts[name] = rules.message(name, found, spec.shortcut_advice)
         if resolving:
