@@ -456,7 +456,8 @@ def test_a_shortcut_the_answer_runs_is_named_alike_by_both():
     check say so, naming the same line of the same cell."""
     helper = HELPER_CELL.replace(
         "    return position * rate\n",
-        "    return position * rate + 0 * P.sinusoidal_encoding(n, d)[:, :1]\n")
+        "    return position * rate"
+        " + 0 * P.sinusoidal_encoding(n, d)[:, :1]\n")
     graders, local = _two_cells(helper, ANSWER_CELL)
     assert graders is not None and graders == local, (graders, local)
     assert "line 7 of the cell that defines `angles`" in graders
