@@ -42,7 +42,7 @@ from course_lib.grading import (
     rules,
     wire,
 )
-from course_lib.grading.engine import judge, payload
+from course_lib.grading.engine import explained, judge, payload
 from course_lib.grading.families import breakdown, tally
 from course_tools import hidden as hidden_cases
 
@@ -345,11 +345,11 @@ def judge_cases(name, hidden, table, bundles, rule_verdicts):
         if hidden:
             outcome = without_data(outcome)
         try:
-            worst = max(worst, judge(spec, case, outcome))
+            worst = max(worst, judge(spec, case, outcome, hidden=hidden))
             judged.append((case, None))
         except GradingError as error:
-            judged.append((case, str(error)))
-    return spec, judged, worst
+            judged.append((case, error))
+    return spec, explained(spec, judged), worst
 
 
 def pass_line(name, hidden, count, worst):

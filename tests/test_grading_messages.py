@@ -461,3 +461,79 @@ def test_a_shortcut_the_answer_runs_is_named_alike_by_both():
     graders, local = _two_cells(helper, ANSWER_CELL)
     assert graders is not None and graders == local, (graders, local)
     assert "line 7 of the cell that defines `angles`" in graders
+
+
+# --------------------------------------- what feedback may show of a case
+
+
+def test_a_hidden_case_shows_its_kind_never_its_values():
+    from course_lib.grading.engine import Case, kind_of
+
+    case = Case("other special ids: bos 5, eos 7, pad 3", ())
+    assert kind_of(case) == "other special ids: bos #, eos #, pad #"
+    assert kind_of(Case("a (2, 3, 6) batch in float64", ())) == \
+        "a (#, #, #) batch in float64"
+    assert kind_of(dataclasses.replace(case, kind="other special ids")) \
+        == "other special ids"
+
+
+def test_a_hidden_scalar_never_shows_the_references_value():
+    """A lookup table of hidden answers once read them off the feedback
+    ("Yours is 0, the reference 3.38937")."""
+    from course_tools import hidden
+
+    spec = exercise("crossover_length")
+    case = hidden.cases("crossover_length")[0]
+    outcome = evaluate(lambda *a, **k: 0, payload(spec, case),
+                       module=False)
+    expected = spec.reference(*case.args, **case.kwargs)
+    with pytest.raises(GradingError) as failure:
+        judge(spec, case, outcome, hidden=True)
+    message = str(failure.value)
+    assert "Yours is 0" in message
+    assert f"{float(expected):.6g}" not in message, message
+    assert not any(ch.isdigit() for ch in message.split(" on ", 1)[1]
+                   .split(":", 1)[0]), message
+    with pytest.raises(GradingError, match="the reference"):
+        judge(spec, case, outcome)  # a visible case may show it
+
+
+def test_a_students_long_exception_is_cut():
+    spec = exercise("softmax")
+    case = spec.visible()[0]
+
+    def talkative(x, dim=-1):
+        raise ValueError("x" * 5000)
+
+    outcome = evaluate(talkative, payload(spec, case), module=False)
+    with pytest.raises(GradingError) as failure:
+        judge(spec, case, outcome)
+    assert len(str(failure.value)) < 800
+
+
+def _explained(spec, errors):
+    from course_lib.grading.engine import explained
+
+    cases = spec.visible()[:len(errors)]
+    return [m for _c, m in explained(spec, list(zip(cases, errors,
+                                                    strict=True)))]
+
+
+def test_a_mistake_is_named_only_when_it_alone_explains_every_failure():
+    spec = exercise(SDPA)
+    names = [m.name for m in spec.misconceptions]
+
+    def failing(likely):
+        error = GradingError("differs\nLikely mistake: x")
+        error.likely, error.hint = frozenset(likely), "Likely mistake: x"
+        return error
+
+    # one misconception on both failing cases: named once, on the first
+    shown = _explained(spec, [failing({0}), None, failing({0, 1})])
+    assert names[0] in shown[0] and shown[1] is None
+    assert "Likely mistake" not in shown[2]
+    # two that both reproduce it, or none on every case: none named
+    for errors in ([failing({0, 1}), failing({0, 1})],
+                   [failing({0}), failing({1})]):
+        assert not any("Likely mistake" in m for m in _explained(
+            spec, errors)), errors

@@ -186,7 +186,8 @@ def answer_code(obj, name=None):
         roots += [(filename, s) for s in trees[filename].body
                   if reach.bindings(s)[0] & own
                   and (filename, s) not in roots]
-    wanted = set() if roots else own if inspect.isclass(obj) else set()
+    # a class without methods of its own: the last cell that binds it
+    wanted = own if inspect.isclass(obj) and not functions else set()
     if roots or wanted:
         modules = set(rules.aliases(list(trees.values())))
         if namespace:

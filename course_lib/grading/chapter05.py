@@ -98,6 +98,7 @@ ATTENTION_FLOPS = Exercise(
                weighted=lambda N, D, H: 2 * N * N * (D // H)),
     ),
     forbidden_reference=(ref.attention_flops,),
+    integer=True,
     shortcut_advice="Count the four matrix products yourself.",
 )
 
@@ -273,6 +274,7 @@ DECODING_FLOPS = Exercise(
             _decoding(prompt_pass=True)),
     ),
     forbidden_reference=(ref.decoding_flops,),
+    integer=True,
     shortcut_advice=("Count one step at cache length L, then add the "
                      "steps up."),
 )

@@ -112,6 +112,9 @@ SAMPLE_TOP_K = Exercise(
              sampling_case(3, 10, 2.0, None, 20, seed=1012)),
         Case("one row in float64, V = 9, top_k = 1, 6 samples",
              sampling_case(1, 9, 0.8, 1, 6, seed=1013, dtype=F64)),
+        # the text says a top_k of V or more keeps every symbol
+        Case("top_k = 8 larger than V = 4, 10 samples",
+             sampling_case(2, 4, 1.0, 8, 10, seed=1014)),
     ],
     misconceptions=(
         Misconception("the logits are multiplied by the temperature",
