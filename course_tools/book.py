@@ -47,7 +47,7 @@ STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
-         "instructors.md", "references.md", "references.bib")
+         "grading.md", "instructors.md", "references.md", "references.bib")
 # The book's own CSS (Jupyter Book adds every .css file in it to each page).
 STATIC = "_static"
 TOGGLE_TAG = "hide-input"
