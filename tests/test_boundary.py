@@ -191,3 +191,18 @@ def test_markup_in_a_written_answer_is_escaped_and_only_tags_count(
     assert bool(text.clean_notebook(notebook)) is counted
     cleaned = notebook.cells[0].source
     assert "<" not in cleaned and cleaned.count("&lt;") == source.count("<")
+
+
+@pytest.mark.parametrize("source, counted", [
+    ("the decoder starts from <bos> and pads with <pad>", False),
+    ("<bos onmouseover=alert(1)>", True),
+    ("<script>alert(1)</script>", True),
+    ("<SVG>", True),
+])
+def test_only_markup_counts_as_active_content(source, counted):
+    """A token name in angle brackets is text (escaped, not counted);
+    a tag with attributes or an element HTML knows is markup."""
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(source)])
+    assert bool(text.clean_notebook(notebook)) is counted
+    assert "<" not in notebook.cells[0].source

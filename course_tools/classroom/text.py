@@ -19,9 +19,15 @@ SAFE_MIMES = ("text/plain", "image/png", "image/jpeg", "image/gif",
               "application/vnd.course-result")
 REMOVED = "[grader: an output of type {mimes} was removed: it could run " \
     "in the instructor's browser]"
-# how HTML opens a tag (a name, then a space, "/" or ">"), closes one, or
-# opens a comment or a declaration
-TAG = re.compile(r"<(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/>])|/[A-Za-z]|[!?])")
+# what counts as markup removed: a tag with attributes, an element HTML
+# knows, a comment or a declaration; "<bos>" or "<pad>" in a sentence
+# about tokens is escaped like every "<", but is text, not markup
+MARKUP = re.compile(
+    r"<(?:[A-Za-z][A-Za-z0-9-]*[\s/]|/?(?:a|abbr|area|audio|b|base|body|"
+    r"br|button|canvas|code|details|div|em|embed|font|form|frame|frameset|"
+    r"h[1-6]|head|hr|html|i|iframe|img|input|link|math|meta|object|p|"
+    r"picture|pre|script|select|source|span|strong|style|sub|summary|sup|"
+    r"svg|table|td|template|textarea|th|tr|u|video)>|[!?])", re.I)
 SCHEMES = re.compile(r"(?i)(java|vb)script\s*:|data\s*:\s*text/html")
 
 
@@ -62,6 +68,11 @@ def safe_data(value):
 
 
 def _student_cell(cell):
+    """Whether the student could have written ``cell``: an answer, or a
+    cell that is not the released notebook's own (``repair.RELEASED``
+    marks an unchanged one)."""
+    if cell.get("metadata", {}).get("course_released") is True:
+        return False
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return not meta.get("locked") or meta.get("solution")
 
@@ -83,7 +94,7 @@ def clean_notebook(nb):
         if cell.cell_type == "markdown" and _student_cell(cell):
             # every "<" is escaped; only a tag or a script link counts as
             # removed ("$a < b$" in a written answer is no markup)
-            removed += bool(TAG.search(cell.source)
+            removed += bool(MARKUP.search(cell.source)
                             or SCHEMES.search(cell.source))
             cell.source = clean_markdown(cell.source)
             if cell.get("attachments"):
