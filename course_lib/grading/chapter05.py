@@ -98,7 +98,6 @@ ATTENTION_FLOPS = Exercise(
                weighted=lambda N, D, H: 2 * N * N * (D // H)),
     ),
     forbidden_reference=(ref.attention_flops,),
-    integer=True,
     shortcut_advice="Count the four matrix products yourself.",
 )
 
