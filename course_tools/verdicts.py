@@ -45,6 +45,7 @@ from course_lib.grading import (
 from course_lib.grading.engine import explained, judge, payload
 from course_lib.grading.families import breakdown, tally
 from course_tools import hidden as hidden_cases
+from course_tools.classroom.feedback import AVAILABLE, missing_package
 
 PASSED = "\u2713"
 CASES_DIR = "COURSE_CASES_DIR"  # where the grader writes cases files
@@ -377,10 +378,25 @@ def timed_out(cell):
     return any(o.get("ename") in TIMED_OUT for o in cell.get("outputs", []))
 
 
-def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
+def missing_note(missing):
+    """What to tell a student whose cell ``missing = (label, package)``
+    could not import a package (``label``: ``reach.cell_label``)."""
+    label, package = missing
+    return (f"{label[:1].upper()}{label[1:]} could not import {package}: "
+            "the grading "
+            f"environment does not have it (it has {AVAILABLE} only), so "
+            "that cell stopped there and nothing after the import in it "
+            "was defined. Write the code without it.")
+
+
+def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
+           missing=None):
     """Replace a test cell's outputs with the grader's verdict.
     ``stopped_cell``: the index of an earlier cell stopped at the time
-    limit (``timeout`` seconds), if any.
+    limit (``timeout`` seconds), if any; ``missing``: ``(label,
+    package)`` of an earlier cell of the student's that could not
+    import a package, if any (a failure then says so, rather than only
+    the ``NameError`` that followed).
 
     The cell's points go by families of cases (``Exercise.families``):
     a family earns its points when every one of its cases, visible and
@@ -412,6 +428,10 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
                         "check never ran. No points.")
                 elif stopped:
                     failure += f"\nThe test cell stopped with {stopped}"
+            if missing is not None and (
+                    "did not run the check" in failure
+                    or "NameError" in failure):
+                failure += "\n" + missing_note(missing)
             break
         judged.setdefault(name, (spec, []))[1].extend(found)
         if all(message is None for _case, message in found):
@@ -419,6 +439,9 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
                 "text/plain": pass_line(name, hidden, len(found), worst)}))
     if failure is None:
         outputs, failure = _by_family(outputs, judged, points)
+        if failure is not None and missing is not None and \
+                "NameError" in failure:
+            failure += "\n" + missing_note(missing)
     if failure is not None:
         outputs.append(new_output(
             "error", ename="GradingError", evalue=failure,
@@ -505,15 +528,21 @@ class DecideVerdicts(NbGraderPreprocessor):
             nb, names, released_sources(resources, self.config))
         timeout = getattr(getattr(self.config, "Execute", None),
                           "timeout", None)
-        stopped_cell = None
+        stopped_cell = missing = None
         tests = {id(cell) for cell in test_cells(nb)}
         for index, cell in enumerate(nb.cells):
             if id(cell) in tests:
                 decide(cell, table, verdicts, timeout=timeout,
-                       stopped_cell=stopped_cell)
-            elif cell.cell_type == "code" and timed_out(cell) \
+                       stopped_cell=stopped_cell, missing=missing)
+                continue
+            if cell.cell_type == "code" and timed_out(cell) \
                     and stopped_cell is None:
                 stopped_cell = index
+            package = missing_package(cell)
+            if package and missing is None:
+                tree = _parsed(cell.source)
+                missing = (reach.cell_label(tree) if tree is not None
+                           else "a cell of yours", package)
         nb.metadata["course_grading"] = {"flags": flags,
                                          "rules": verdicts}
         return nb, resources
