@@ -417,10 +417,7 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
             failure = str(error)
             if "did not run the check" in failure:
                 if timed_out(cell):
-                    failure = (
-                        f"{name}: your code ran longer than {limit} in "
-                        "this test cell and was stopped (the check runs "
-                        "it on every case). No points.")
+                    failure = harness.too_long(name, limit)
                 elif stopped_cell is not None:
                     failure = (
                         f"{name}: your code in cell {stopped_cell} ran "

@@ -537,3 +537,33 @@ def test_a_mistake_is_named_only_when_it_alone_explains_every_failure():
                    [failing({0}), failing({1})]):
         assert not any("Likely mistake" in m for m in _explained(
             spec, errors)), errors
+
+
+# ------------------------------------------------ the local time limit
+
+
+def test_the_local_check_stops_at_the_graders_limit(monkeypatch):
+    """An answer that never returns is stopped, with the grader's message,
+    the likely cause and the line it was running, instead of hanging; an
+    ``except Exception`` in it does not keep it running."""
+    import course_lib.grading as grading
+
+    monkeypatch.setattr(grading, "TIME_LIMIT", 0.5)
+    source = ("def softmax(x, dim=-1):\n    while True:\n        try:\n"
+              "            x = x + 0\n        except Exception:\n"
+              "            pass\n")
+    student = cell(source, "forever")["softmax"]
+    with pytest.raises(GradingError) as failure:
+        check("softmax", student)
+    message = str(failure.value)
+    assert message.startswith("softmax: your code ran longer than 0.5 s")
+    assert "Likely cause" in message
+    assert "It was running line " in message and "(in softmax)" in message
+
+
+def test_the_local_limit_is_the_graders():
+    from course_lib.grading import harness
+
+    main = (verdicts.Path(verdicts.__file__).parent / "classroom"
+            / "__main__.py").read_text()
+    assert f'"--timeout", type=int, default={harness.TIME_LIMIT},' in main

@@ -86,13 +86,24 @@ def check(exercise_name, obj, *, hidden=False):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
     try:
-        _shortcuts(spec, obj)
-        line = engine_run(spec, obj)
+        with harness.time_limit(TIME_LIMIT):
+            _shortcuts(spec, obj)
+            line = engine_run(spec, obj)
     except GradingError as error:
         # one frame of ours, not the engine's: the message names the
         # student's own line
         raise GradingError(str(error)) from None
+    except harness.TimeUp as stop:
+        message = harness.too_long(exercise_name, f"{TIME_LIMIT} s")
+        if stop.where:
+            message += f"\nIt was running {stop.where}"
+        raise GradingError(message) from None
     print("\u2713 " + line)
+
+
+# the grader's limit on a cell (make grade's default): the local check
+# stops there too, with the grader's message, rather than hang
+TIME_LIMIT = harness.TIME_LIMIT
 
 
 AT_GRADING = ("at grading, hidden cases of the same kinds (dtypes, batch "
