@@ -525,7 +525,8 @@ def test_a_mistake_is_named_only_when_it_alone_explains_every_failure():
 
     def failing(likely):
         error = GradingError("differs\nLikely mistake: x")
-        error.likely, error.hint = frozenset(likely), "Likely mistake: x"
+        error.likely = (frozenset(likely), frozenset(likely))
+        error.hint, error.output = "Likely mistake: x", 0
         return error
 
     # one misconception on both failing cases: named once, on the first

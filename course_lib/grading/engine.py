@@ -24,11 +24,13 @@ from course_lib.grading import harness, wire
 class GradingError(AssertionError):
     """A check failed; the message says what broke and how to fix it.
     ``likely``: the misconceptions that reproduce the student's output on
-    this case (``None``: no output to compare), and ``hint`` the line
-    naming one, as the message carries it."""
+    this case, ``(loose, strict)`` (``None``: no output to compare; see
+    ``_likely``), and ``hint`` the line naming one, as the message
+    carries it."""
 
     likely = None
     hint = None
+    output = None  # the index of the output it concerns
 
 
 MAX_ERROR = 300  # characters of a student's exception shown
@@ -275,16 +277,26 @@ def explained(exercise, judged):
     """``[(case, message or None)]`` of ``judged`` (``[(case,
     GradingError or None)]``), a likely mistake named only where one
     misconception, and no other, reproduces the student's output on
-    every failing case whose output could be compared: on the first
-    such failure, and on no other."""
+    every failing case that some catalogued misconception explains in
+    the same output: on the first such failure, and on no other. A
+    failure that none explains (a crash, a second mistake of another
+    kind), or one in another output (the weights, when the first is the
+    output), does not veto it; two failures of one output that
+    different misconceptions explain leave both unnamed."""
     failures = [e for _c, e in judged if e is not None]
-    compared = [e for e in failures if e.likely is not None]
-    common = (frozenset.intersection(*[e.likely for e in compared])
-              if compared else frozenset())
+    compared = [e for e in failures if e.likely and e.likely[0]]
+    # two mistakes in two outputs are both real: judge the first
+    # explained failure's output alone
+    compared = [e for e in compared if e.output == compared[0].output]
     named = None
-    if len(common) == 1:
-        (index,) = common
-        named = _hint(exercise.misconceptions[index])
+    for level in (0, 1):  # what reproduces the failing output, then all
+        common = (frozenset.intersection(*[e.likely[level]
+                                           for e in compared])
+                  if compared else frozenset())
+        if len(common) == 1:
+            (index,) = common
+            named = _hint(exercise.misconceptions[index])
+            break
     out = []
     for case, error in judged:
         if error is None:
@@ -299,13 +311,14 @@ def explained(exercise, judged):
     return out
 
 
-def _failure(lines, likely, exercise):
+def _failure(lines, likely, exercise, output):
     """A GradingError of ``lines`` and the misconceptions ``likely`` to
     explain it: the one named when it is the only one."""
-    hint = (_hint(exercise.misconceptions[next(iter(likely))])
-            if likely is not None and len(likely) == 1 else None)
+    alone = [c for c in likely or () if len(c) == 1]
+    hint = (_hint(exercise.misconceptions[next(iter(alone[0]))])
+            if alone else None)
     error = GradingError("\n".join(filter(None, [*lines, hint])))
-    error.likely, error.hint = likely, hint
+    error.likely, error.hint, error.output = likely, hint, output
     return error
 
 
@@ -357,14 +370,14 @@ def judge(exercise, case, outcome, *, hidden=False):
         message = prop(case, got)
         if message:
             index = len(exercise.outputs) - 1
-            likely = _likely(exercise, wrong_fns, case,
-                             got[index], expected[index], index)
-            raise _failure([f"{what}: {message}"], likely, exercise)
+            likely = _likely(exercise, wrong_fns, case, got, expected,
+                             index)
+            raise _failure([f"{what}: {message}"], likely, exercise, index)
     worst = 0.0
     for index, name in enumerate(exercise.outputs):
         worst = max(worst, _compare(
-            exercise, case, what, name, index, got[index],
-            expected[index], wrong_fns, hidden))
+            exercise, case, what, name, index, got, expected, wrong_fns,
+            hidden))
     return worst
 
 
@@ -465,34 +478,57 @@ def _outputs(exercise, result, what):
     return result
 
 
-def _likely(exercise, fns, case, got_value, expected_value, index):
-    """The indices of the misconceptions that explain the difference, a
-    frozenset (``None``: the output cannot be compared). A misconception
-    explains it when its output on ``case`` matches the student's and
-    differs from the reference's, both within the comparison's
-    tolerance: on a case where a mistake changes nothing (a mask ignored
-    on a case without a mask) it is never offered, whatever the
-    student's output."""
+def _likely(exercise, fns, case, got_all, expected_all, index):
+    """``(loose, strict)``: the indices of the misconceptions that
+    explain the difference in output ``index`` (``got_all``,
+    ``expected_all``: every output), as frozensets (``None``: the output
+    cannot be compared). A misconception explains it (``loose``) when it
+    reproduces the student's output ``index`` on ``case``, within the
+    comparison's tolerance, and differs from the reference's: on a case
+    where a mistake changes nothing (a mask ignored on a case without a
+    mask) it is never offered, whatever the student's output. ``strict``
+    keeps those that reproduce every other output too (that tells "the
+    targets not shifted" from "the inputs and targets swapped" for a
+    student whose inputs are right)."""
     try:
-        got = as_array(got_value, "your result")
-        expected = as_array(expected_value, "the reference")
+        got = as_array(got_all[index], "your result")
+        expected = as_array(expected_all[index], "the reference")
     except GradingError:
         return None
-    atol, rtol = _tolerance(_dtype_of(expected_value), case)
-    found = set()
+    atol, rtol = _tolerance(_dtype_of(expected_all[index]), case)
+    others = []
+    for j, value in enumerate(got_all):
+        if j != index:
+            try:
+                others.append((j, as_array(value, "your result"),
+                               _tolerance(_dtype_of(expected_all[j]),
+                                          case)))
+            except GradingError:
+                continue
+    found, strict = set(), set()
     for number, (misconception, fn) in enumerate(
             zip(exercise.misconceptions, fns, strict=True)):
         try:
             with harness.quiet(), torch.no_grad():
                 wrong = fn(*case.args, **case.kwargs)
             wrong = _outputs(exercise, wrong, misconception.name)
-            wrong = as_array(wrong[index], misconception.name)
+            mine = as_array(wrong[index], misconception.name)
         except Exception:  # a misconception may not apply to this case
             continue
-        if close(got, wrong, atol, rtol) and not close(
-                expected, wrong, atol, rtol):
+        if close(got, mine, atol, rtol) and not close(
+                expected, mine, atol, rtol):
             found.add(number)
-    return frozenset(found)
+            if all(_reproduces(value, wrong[j], tolerance)
+                   for j, value, tolerance in others):
+                strict.add(number)
+    return frozenset(found), frozenset(strict)
+
+
+def _reproduces(value, wrong, tolerance):
+    try:
+        return close(value, as_array(wrong, "a misconception"), *tolerance)
+    except GradingError:
+        return False
 
 
 def _dtype_of(value):
@@ -513,9 +549,11 @@ def _tolerance(dtype, case):
     return 2e-5, 2e-4
 
 
-def _compare(exercise, case, what, name, index, got_value, expected_value,
+def _compare(exercise, case, what, name, index, got_all, expected_all,
              wrong_fns, hidden=False):
-    """Compare one output; return the largest difference or raise."""
+    """Compare output ``index`` of ``got_all`` with the reference's;
+    return the largest difference or raise."""
+    got_value, expected_value = got_all[index], expected_all[index]
     label = what if len(exercise.outputs) == 1 else f"{what}, {name}"
     pairs = [(label, got_value, expected_value)]
     if type(expected_value) is dict:
@@ -546,9 +584,9 @@ def _compare(exercise, case, what, name, index, got_value, expected_value,
                 worst = max(worst, differences(
                     got, as_array(expected_item, "the reference"))[0])
             continue
-        likely = _likely(exercise, wrong_fns, case, got_value,
-                         expected_value, index)
-        raise _failure(lines, likely, exercise)
+        likely = _likely(exercise, wrong_fns, case, got_all,
+                         expected_all, index)
+        raise _failure(lines, likely, exercise, index)
     return worst
 
 
