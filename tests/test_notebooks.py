@@ -375,8 +375,6 @@ def test_no_released_or_solved_notebook_loses_active_content(graded_batch):
     solved one (the student "solution"), graded end to end: no reason
     says that active content was removed (chapter 9's own text once
     put that note on every submission)."""
-    import json
-
     _results, folder, _expectations = graded_batch
     reasons = {}
     for path in folder.glob("course-*/grading_state.json"):
