@@ -215,17 +215,18 @@ def rule_findings(nb, names, released_sources):
     for name in names:
         analysed[name] = reach.executed(
             ordered, checked.get(name) or {name}, modules=set(aliases))
-    attributed = {i for cells in analysed.values() for i in cells}
+    reached = {id(s) for cells in analysed.values()
+               for body in cells.values() for s in body}
     loose = []  # the grading machinery, in any cell the student wrote
     for index, tree in mine.items():
         loose += rules.uses(tree, torch_names=frozenset(),
                             course_names=frozenset(), aliases=aliases,
                             cell=index, label=labels[index])
-        if index not in attributed:
-            found = rules.review(tree, aliases, cell=index,
-                                 label=labels[index])
-            if found:
-                flags.append(rules.describe(f"cell {index}", found))
+        rest = [s for s in tree.body if id(s) not in reached]
+        found = rules.review(reach.module(rest), aliases, cell=index,
+                             label=labels[index])
+        if found:
+            flags.append(rules.describe(f"cell {index}", found))
     for name in names:
         spec = exercise(name)
         found, resolving = [], []

@@ -248,3 +248,12 @@ def test_imports_are_found_in_every_block_and_the_last_one_wins():
                       torch_names=frozenset({"softmax"}),
                       course_names=frozenset(), aliases=found)
     assert [u.name for u in used] == ["softmax"]
+
+
+def test_a_statement_that_may_bind_any_name_is_read():
+    """``globals()["softmax"] = ...`` or ``exec(...)`` binds a name the
+    answer may read: it is read as part of the answer."""
+    answer = "def softmax(x, dim=-1):\n    return x\n"
+    for other in ("globals()['softmax'] = F.softmax",
+                  "exec('softmax = F.softmax')"):
+        assert _executed(answer, other).get(1) == [other], other

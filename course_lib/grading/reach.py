@@ -22,6 +22,8 @@ import ast
 from course_lib.grading.rules import _names
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# calls whose result is a namespace: an item set in it binds a name
+NAMESPACES = frozenset({"globals", "vars", "locals", "__dict__"})
 
 
 def _root(node):
@@ -37,7 +39,8 @@ def bindings(statement):
     it binds, the names whose object it changes in place (an attribute
     or an item assigned, a method called, ``setattr``), and the names it
     binds by importing. A nested function's or class's body is its own
-    scope: only its name counts."""
+    scope: only its name counts. A statement that may bind any name
+    (``exec``, ``eval``, an item set in ``globals()``) binds ``"*"``."""
     binds, changes, imports = set(), set(), set()
     todo = [statement]
     while todo:
@@ -71,7 +74,12 @@ def bindings(statement):
             elif isinstance(node.func, ast.Name) and node.func.id in (
                     "setattr", "delattr") and node.args:
                 changes.add(_root(node.args[0]))
+            elif isinstance(node.func, ast.Name) and node.func.id in (
+                    "exec", "eval"):
+                binds.add("*")  # it may bind any name
         todo += list(ast.iter_child_nodes(node))
+    if changes & NAMESPACES:  # globals()["softmax"] = ...
+        binds.add("*")
     return binds, changes - {None}, imports
 
 
