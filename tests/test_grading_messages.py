@@ -549,7 +549,7 @@ def test_the_local_check_stops_at_the_graders_limit(monkeypatch):
     ``except Exception`` in it does not keep it running."""
     import course_lib.grading as grading
 
-    monkeypatch.setattr(grading, "TIME_LIMIT", 0.5)
+    monkeypatch.setattr(grading, "TIME_LIMIT", 3)
     source = ("def softmax(x, dim=-1):\n    while True:\n        try:\n"
               "            x = x + 0\n        except Exception:\n"
               "            pass\n")
@@ -557,7 +557,7 @@ def test_the_local_check_stops_at_the_graders_limit(monkeypatch):
     with pytest.raises(GradingError) as failure:
         check("softmax", student)
     message = str(failure.value)
-    assert message.startswith("softmax: your code ran longer than 0.5 s")
+    assert message.startswith("softmax: your code ran longer than 3 s")
     assert "Likely cause" in message
     assert "It was running line " in message and "(in softmax)" in message
 

@@ -16,6 +16,7 @@ when first checked; the engine is in ``engine``.
 """
 
 import importlib
+import sys
 
 from course_lib.grading import harness
 from course_lib.grading.engine import GradingError
@@ -86,7 +87,7 @@ def check(exercise_name, obj, *, hidden=False):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
     try:
-        with harness.time_limit(TIME_LIMIT):
+        with harness.time_limit(TIME_LIMIT, sys._getframe()):
             _shortcuts(spec, obj)
             line = engine_run(spec, obj)
     except GradingError as error:

@@ -250,12 +250,13 @@ class TimeUp(BaseException):
         self.where = where
 
 
-def _running(frame):
+def _running(frame, within=None):
     """``line N of your cell (in NAME): CODE`` of the innermost frame of
-    the student's code in ``frame``'s stack, or ``None``."""
+    the student's code in ``frame``'s stack, below the frame ``within``
+    (the check's: the cell that called it is no answer), or ``None``."""
     import linecache
 
-    while frame is not None:
+    while frame is not None and frame is not within:
         code = frame.f_code
         if not in_library(code.co_filename) and frame.f_lineno:
             line = linecache.getline(code.co_filename,
@@ -269,10 +270,12 @@ def _running(frame):
 
 
 @contextlib.contextmanager
-def time_limit(seconds):
+def time_limit(seconds, within=None):
     """Raise :class:`TimeUp` in the block after ``seconds`` (and every
     second after, should the student's code catch it), on the main
-    thread of a system with ``SIGALRM``; elsewhere, no limit."""
+    thread of a system with ``SIGALRM``; elsewhere, no limit. ``within``:
+    the frame that runs the block (what it called is searched for the
+    student's line)."""
     import signal
     import threading
 
@@ -282,7 +285,7 @@ def time_limit(seconds):
         return
 
     def stop(_signal, frame):
-        raise TimeUp(_running(frame))
+        raise TimeUp(_running(frame, within))
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
