@@ -181,7 +181,7 @@ def checked_names(nb):
                     and node.func.id == "check" and len(node.args) > 1
                     and isinstance(node.args[0], ast.Constant)):
                 found.setdefault(node.args[0].value, set()).update(
-                    rules._names(ast.Expression(node.args[1])))
+                    rules.free_names(ast.Expression(node.args[1])))
     return found
 
 

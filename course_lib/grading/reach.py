@@ -19,7 +19,7 @@ cell by what it defines), so that both say the same.
 
 import ast
 
-from course_lib.grading.rules import _names
+from course_lib.grading.rules import free_names
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # calls whose result is a namespace: an item set in it binds a name
@@ -85,7 +85,7 @@ def bindings(statement):
 
 def reads(statement):
     """The names a top-level statement reads from outside itself."""
-    return _names(ast.Module(body=[statement], type_ignores=[]))
+    return free_names(ast.Module(body=[statement], type_ignores=[]))
 
 
 def executed(cells, wanted, *, roots=(), modules=(), last_only=False):

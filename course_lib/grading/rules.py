@@ -267,7 +267,7 @@ def _attribute_strings(tree):
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _names(tree, local=frozenset()):
+def free_names(tree, local=frozenset()):
     """The names ``tree`` reads from outside: not those it assigns, nor a
     function's parameters and locals inside that function."""
     found = set()
@@ -283,18 +283,18 @@ def _names(tree, local=frozenset()):
                       and isinstance(n.ctx, ast.Store)}
             for default in args.defaults + [
                     d for d in args.kw_defaults if d is not None]:
-                found |= _names(ast.Expression(default), local)
+                found |= free_names(ast.Expression(default), local)
             for decorator in getattr(node, "decorator_list", []):
-                found |= _names(ast.Expression(decorator), local)
+                found |= free_names(ast.Expression(decorator), local)
             for part in body:
-                found |= _names(ast.Module(body=[part], type_ignores=[])
+                found |= free_names(ast.Module(body=[part], type_ignores=[])
                                 if isinstance(part, ast.stmt)
                                 else ast.Expression(part), local | inner)
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load) and node.id not in local:
                 found.add(node.id)
         else:
-            found |= _names(node, local)
+            found |= free_names(node, local)
     return found
 
 

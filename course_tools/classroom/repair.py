@@ -164,7 +164,7 @@ def _lost_names(edited, first, known, cells):
                 _is_answer(cell) or not _meta(cell)):
             tree = rules.parse(cell.source)
             if tree is not None:
-                reads |= rules._names(tree)
+                reads |= rules.free_names(tree)
     found = []
     for grade_id in edited:
         mine = first[grade_id]
