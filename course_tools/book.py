@@ -48,7 +48,8 @@ STRICT = ["--warningiserror", "--nitpick", "--keep-going"]
 PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
-         "instructors.md", "instructors/releasing.md",
+         "grading.md", "instructors.md",
+         "instructors/releasing.md",
          "instructors/grading.md", "instructors/guarantees.md",
          "instructors/feedback.md", "instructors/costs.md",
          "references.md", "references.bib")

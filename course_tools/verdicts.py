@@ -38,12 +38,14 @@ from course_lib.grading import (
     exercise,
     forbidden,
     harness,
+    reach,
     rules,
     wire,
 )
-from course_lib.grading.engine import judge, payload
+from course_lib.grading.engine import explained, judge, payload
 from course_lib.grading.families import breakdown, tally
 from course_tools import hidden as hidden_cases
+from course_tools.classroom.feedback import AVAILABLE, missing_package
 
 PASSED = "\u2713"
 CASES_DIR = "COURSE_CASES_DIR"  # where the grader writes cases files
@@ -167,71 +169,74 @@ _TREES = {}
 MAX_TREES = 20_000
 
 
-def _binds(tree, name):
-    """Whether ``tree`` binds ``name`` at its top level (a def, a class,
-    an assignment or an import as ``name``)."""
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                             ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) \
-                else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name
-                   for target in targets for t in ast.walk(target)):
-                return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (a.asname or a.name.split(".")[0]) == name or a.name == "*"
-                for a in node.names):
-            return True
-    return False
+def checked_names(nb):
+    """``{exercise: names}``: the names each test cell's ``check(...)``
+    hands the exercise (``check("softmax", softmax)``: ``softmax``)."""
+    found = {}
+    for cell in test_cells(nb):
+        tree = _parsed(cell.source)
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "check" and len(node.args) > 1
+                    and isinstance(node.args[0], ast.Constant)):
+                found.setdefault(node.args[0].value, set()).update(
+                    rules.free_names(ast.Expression(node.args[1])))
+    return found
 
 
 def rule_findings(nb, names, released_sources):
     """``{exercise: message}`` for each exercise whose answer breaks a
     rule, and the flags for the instructor.
 
-    An exercise is judged on its answer cell, every cell the student
-    wrote that binds the exercise's name (a cell that rebinds it after
-    the answer), and the student's cells whose definitions those use.
-    Touching the grading machinery in a cell that serves no answer costs
-    every exercise. A construct that resolves names at run time costs
-    nothing: it is flagged for the instructor (``rules.review``).
+    An exercise is judged on the code its answer runs, in the cells the
+    student wrote (``course_lib.grading.reach``): the statements that
+    bind or change the name its test cell checks, and the definitions
+    and module-level bindings those reach, in any such cell; a line
+    beside them that the answer never runs (a sanity print comparing
+    with ``course_lib``) costs nothing. Touching the grading machinery
+    anywhere in a cell the student wrote costs every exercise. A
+    construct that resolves names at run time costs nothing: it is
+    flagged for the instructor (``rules.review``). A finding names the
+    line in the cell and the cell by what it defines, as the local
+    check does.
     """
     trees = {i: _parsed(c.source) for i, c in enumerate(nb.cells)
              if c.cell_type == "code"}
     aliases = rules.aliases([t for t in trees.values() if t is not None])
     mine = student_cells(nb, released_sources, trees)
+    labels = {i: reach.cell_label(t) for i, t in mine.items()}
+    checked = checked_names(nb)
     answers = {c.metadata.get("nbgrader", {}).get("grade_id"): i
                for i, c in enumerate(nb.cells) if i in mine
                and c.metadata.get("nbgrader", {}).get("solution")}
+    ordered = sorted(mine.items())
     analysed, verdicts, flags = {}, {}, []
     for name in names:
-        roots = [i for i, t in mine.items()
-                 if i == answers.get(name) or _binds(t, name)]
-        cells = set(roots)
-        for index in roots:
-            helpers = [(i, t) for i, t in mine.items() if i != index]
-            cells |= rules.reachable(mine[index], helpers)
-        analysed[name] = sorted(cells)
-    attributed = {i for cells in analysed.values() for i in cells}
-    loose = []  # the grading machinery, in cells that serve no answer
+        analysed[name] = reach.executed(
+            ordered, checked.get(name) or {name}, modules=set(aliases))
+    reached = {id(s) for cells in analysed.values()
+               for body in cells.values() for s in body}
+    loose = []  # the grading machinery, in any cell the student wrote
     for index, tree in mine.items():
-        if index not in attributed:
-            loose += rules.uses(tree, torch_names=frozenset(),
-                                course_names=frozenset(), aliases=aliases,
-                                cell=index)
-            found = rules.review(tree, aliases, cell=index)
-            if found:
-                flags.append(rules.describe(f"cell {index}", found))
+        loose += rules.uses(tree, torch_names=frozenset(),
+                            course_names=frozenset(), aliases=aliases,
+                            cell=index, label=labels[index])
+        rest = [s for s in tree.body if id(s) not in reached]
+        found = rules.review(reach.module(rest), aliases, cell=index,
+                             label=labels[index])
+        if found:
+            flags.append(rules.describe(f"cell {index}", found))
     for name in names:
         spec = exercise(name)
         found, resolving = [], []
-        for i in analysed.get(name, []):
-            found += rules.uses(mine[i], **forbidden(spec), aliases=aliases,
-                                cell=i)
-            resolving += rules.review(mine[i], aliases, cell=i)
-        found += loose
+        for i, statements in analysed.get(name, {}).items():
+            tree = reach.module(statements)
+            found += rules.uses(tree, **forbidden(spec), aliases=aliases,
+                                cell=i, label=labels[i])
+            resolving += rules.review(tree, aliases, cell=i,
+                                      label=labels[i])
+        found = [f for f in found if f.owner != "grading"] + loose
         if found:
             verdicts[name] = rules.message(name, found, spec.shortcut_advice)
         if resolving:
@@ -342,11 +347,11 @@ def judge_cases(name, hidden, table, bundles, rule_verdicts):
         if hidden:
             outcome = without_data(outcome)
         try:
-            worst = max(worst, judge(spec, case, outcome))
+            worst = max(worst, judge(spec, case, outcome, hidden=hidden))
             judged.append((case, None))
         except GradingError as error:
-            judged.append((case, str(error)))
-    return spec, judged, worst
+            judged.append((case, error))
+    return spec, explained(spec, judged), worst
 
 
 def pass_line(name, hidden, count, worst):
@@ -374,10 +379,25 @@ def timed_out(cell):
     return any(o.get("ename") in TIMED_OUT for o in cell.get("outputs", []))
 
 
-def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
+def missing_note(missing):
+    """What to tell a student whose cell ``missing = (label, package)``
+    could not import a package (``label``: ``reach.cell_label``)."""
+    label, package = missing
+    return (f"{label[:1].upper()}{label[1:]} could not import {package}: "
+            "the grading "
+            f"environment does not have it (it has {AVAILABLE} only), so "
+            "that cell stopped there and nothing after the import in it "
+            "was defined. Write the code without it.")
+
+
+def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
+           missing=None):
     """Replace a test cell's outputs with the grader's verdict.
     ``stopped_cell``: the index of an earlier cell stopped at the time
-    limit (``timeout`` seconds), if any.
+    limit (``timeout`` seconds), if any; ``missing``: ``(label,
+    package)`` of an earlier cell of the student's that could not
+    import a package, if any (a failure then says so, rather than only
+    the ``NameError`` that followed).
 
     The cell's points go by families of cases (``Exercise.families``):
     a family earns its points when every one of its cases, visible and
@@ -398,10 +418,7 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
             failure = str(error)
             if "did not run the check" in failure:
                 if timed_out(cell):
-                    failure = (
-                        f"{name}: your code ran longer than {limit} in "
-                        "this test cell and was stopped (the check runs "
-                        "it on every case). No points.")
+                    failure = harness.too_long(name, limit)
                 elif stopped_cell is not None:
                     failure = (
                         f"{name}: your code in cell {stopped_cell} ran "
@@ -409,6 +426,10 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
                         "check never ran. No points.")
                 elif stopped:
                     failure += f"\nThe test cell stopped with {stopped}"
+            if missing is not None and (
+                    "did not run the check" in failure
+                    or "NameError" in failure):
+                failure += "\n" + missing_note(missing)
             break
         judged.setdefault(name, (spec, []))[1].extend(found)
         if all(message is None for _case, message in found):
@@ -416,6 +437,9 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None):
                 "text/plain": pass_line(name, hidden, len(found), worst)}))
     if failure is None:
         outputs, failure = _by_family(outputs, judged, points)
+        if failure is not None and missing is not None and \
+                "NameError" in failure:
+            failure += "\n" + missing_note(missing)
     if failure is not None:
         outputs.append(new_output(
             "error", ename="GradingError", evalue=failure,
@@ -502,15 +526,21 @@ class DecideVerdicts(NbGraderPreprocessor):
             nb, names, released_sources(resources, self.config))
         timeout = getattr(getattr(self.config, "Execute", None),
                           "timeout", None)
-        stopped_cell = None
+        stopped_cell = missing = None
         tests = {id(cell) for cell in test_cells(nb)}
         for index, cell in enumerate(nb.cells):
             if id(cell) in tests:
                 decide(cell, table, verdicts, timeout=timeout,
-                       stopped_cell=stopped_cell)
-            elif cell.cell_type == "code" and timed_out(cell) \
+                       stopped_cell=stopped_cell, missing=missing)
+                continue
+            if cell.cell_type == "code" and timed_out(cell) \
                     and stopped_cell is None:
                 stopped_cell = index
+            package = missing_package(cell)
+            if package and missing is None:
+                tree = _parsed(cell.source)
+                missing = (reach.cell_label(tree) if tree is not None
+                           else "a cell of yours", package)
         nb.metadata["course_grading"] = {"flags": flags,
                                          "rules": verdicts}
         return nb, resources

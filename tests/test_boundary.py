@@ -352,3 +352,20 @@ def test_grades_csv_keeps_each_cell_in_its_column_and_no_formula(
         "Doe, \"Jr\"\nIII", "'=HYPERLINK(\"x\")", "'@SUM(A1)"]
     assert found["alice"][4:7] == ["'-2", "'+1", "'\tx"]
     assert found["alice"][7:] == ["0.0", "0.0", "0.0", "0.0"]
+
+
+@pytest.mark.parametrize("source, counted", [
+    ("the decoder starts from <bos> and pads with <pad>", False),
+    ("<bos onmouseover=alert(1)>", True),
+    ("<script>alert(1)</script>", True),
+    ("<SVG>", True),
+])
+def test_only_markup_counts_as_active_content(source, counted):
+    """A token name in angle brackets is text (escaped, not counted);
+    a tag with attributes or an element HTML knows is markup."""
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(source)])
+    assert bool(text.clean_notebook(notebook)) is counted
+    cleaned = notebook.cells[0].source
+    assert "<bos" not in cleaned and "<script" not in cleaned
+    assert "<svg" not in cleaned.lower()

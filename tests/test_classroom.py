@@ -345,6 +345,55 @@ def test_repair_restores_the_instructors_cells():
     assert any("edited" in r for r in reasons)
 
 
+def test_an_undone_edit_names_what_the_students_code_still_uses():
+    """An edit of a read-only cell is undone; when it defined a name that
+    the student's own code still reads, the reason names it."""
+    released = nbformat.read(notebook_path(CHAPTER, "chapters"), 4)
+    setup = next(c for c in released.cells if c.cell_type == "code"
+                 and c.metadata.get("nbgrader", {}).get("locked"))
+    mine = _answer(released, RIGHT.replace("x.amax(", "shift(x).amax("))
+    _cell(mine, setup.metadata["nbgrader"]["grade_id"]).source = (
+        setup.source + "\n\ndef shift(x):\n    return x\n\nUNUSED = 1\n")
+    _fixed, reasons = repair.repair(mine, released)
+    (lost,) = [r for r in reasons if "still uses" in r]
+    assert "defined shift," in lost and "UNUSED" not in lost
+
+
+def test_an_answer_run_after_its_check_is_reported():
+    released = nbformat.read(notebook_path(CHAPTER, "chapters"), 4)
+    mine = _answer(released, RIGHT)
+    _cell(mine, "softmax").execution_count = 9
+    _cell(mine, "test_softmax").execution_count = 4
+    _fixed, reasons = repair.repair(mine, released)
+    assert any("out of order" in r and "softmax" in r for r in reasons)
+    _cell(mine, "test_softmax").execution_count = 10
+    _fixed, reasons = repair.repair(mine, released)
+    assert not any("out of order" in r for r in reasons)
+
+
+@pytest.mark.parametrize("chapter", sorted(
+    p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()))
+def test_no_chapter_loses_content_as_active(chapter):
+    """The released notebook and the solved one, handed in as they are,
+    go through the grader's repair and clean-up with nothing removed as
+    active content (chapter 9's own text, "<bos>" and "<pad>", once was
+    on every submission): only what the student wrote is escaped."""
+    from course_tools.classroom import worker
+
+    released = nbformat.read(notebook_path(chapter, "chapters"), 4)
+    for handed_in in (released, nbformat.read(notebook_path(chapter), 4)):
+        fixed, _reasons = repair.repair(handed_in, released)
+        _m, _p, events = worker.read_graded(fixed, 60)
+        assert not any("active content" in e for e in events), (
+            chapter, events)
+    # a tag the student adds is still removed, and said so
+    mine = _answer(released, "x = 1")
+    mine.cells.append(nbformat.v4.new_markdown_cell("<img src=x>"))
+    fixed, _reasons = repair.repair(mine, released)
+    _m, _p, events = worker.read_graded(fixed, 60)
+    assert any("active content" in e for e in events)
+
+
 def test_unreadable_submissions_raise(tmp_path):
     path = tmp_path / "x.ipynb"
     path.write_text("[1, 2]")

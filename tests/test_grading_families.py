@@ -320,3 +320,37 @@ def test_the_gradebook_holds_the_partial_score_end_to_end(tmp_path):
     assert ("partial credit: test_split_heads 1/2: a single sequence "
             "(N, D): 1 of 1 points; batches (..., N, D): 0 of 1 points"
             in table), table
+
+
+def test_a_package_the_grader_lacks_is_named():
+    """``import einops`` in the answer cell fails under grading: the test
+    cell's failure says so, not only the NameError that follows, and the
+    reasons tell the student too."""
+    from nbformat.v4 import new_notebook
+
+    from course_tools.classroom import worker
+
+    answer = new_code_cell("import einops\n\ndef split_heads(X, n_heads):\n"
+                           "    return einops.rearrange(X, '...')\n")
+    answer.metadata["nbgrader"] = {"solution": True, "grade": False,
+                                   "grade_id": "split_heads"}
+    answer.outputs = [new_output(
+        "error", ename="ModuleNotFoundError",
+        evalue="No module named 'einops'", traceback=[])]
+    test = new_code_cell('check("split_heads", split_heads)')
+    test.metadata["nbgrader"] = {"grade": True, "solution": False,
+                                 "grade_id": "test_split_heads",
+                                 "points": 2, "locked": True}
+    test.outputs = [new_output(
+        "error", ename="NameError",
+        evalue="name 'split_heads' is not defined", traceback=[])]
+    notebook = new_notebook(cells=[answer, test])
+    spec = exercise("split_heads")
+    resources = {"course_cases": (None, {
+        ("split_heads", False): (spec, spec.visible())})}
+    verdicts.DecideVerdicts().preprocess(notebook, resources)
+    (error,) = [o for o in test.outputs if o.output_type == "error"]
+    assert "could not import einops" in error.evalue, error.evalue
+    assert "The cell that defines `split_heads` could" in error.evalue
+    _m, _p, events = worker.read_graded(notebook, 60)
+    assert any("imports einops" in e for e in events), events

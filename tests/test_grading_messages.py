@@ -4,6 +4,7 @@ student's own line and the case (only the line number for a hidden
 case), the local rules on a class defined in a notebook, and the
 grader's remarks for the instructor never in the student's feedback."""
 
+import ast
 import dataclasses
 import inspect
 import linecache
@@ -19,9 +20,9 @@ from course_lib import attention as ref
 from course_lib.grading import (
     GradingError,
     _shortcuts,
+    answer_code,
     check,
     exercise,
-    source_of,
 )
 from course_lib.grading.engine import judge, payload, run
 from course_lib.grading.harness import evaluate
@@ -35,6 +36,16 @@ from tests.test_grading import (  # noqa: F401 (an autouse fixture)
 )
 
 SDPA = "scaled_dot_product_attention"
+
+
+def read_code(obj, name=None):
+    """What the local rules read of ``obj``: its statements, unparsed."""
+    parts, _ = answer_code(obj, name)
+    return "\n".join(ast.unparse(tree) for _label, tree, _whole in parts)
+
+
+def unparsed(source):
+    return ast.unparse(ast.parse(source))
 
 
 def cell(source, number, namespace=None):
@@ -200,7 +211,7 @@ def test_the_local_check_applies_the_rules_to_a_notebook_class():
     student = cell(SUBCLASS, 4)["MultiHeadAttention"]
     with pytest.raises((OSError, TypeError)):
         inspect.getsource(student)  # why the rules once skipped it
-    source, _ = source_of(student)
+    source = read_code(student, "MultiHeadAttention")
     assert "class MultiHeadAttention(Ready)" in source
     with pytest.raises(GradingError) as failure:
         check("MultiHeadAttention", student)
@@ -208,7 +219,8 @@ def test_the_local_check_applies_the_rules_to_a_notebook_class():
     # the grader, on the same cell, says the same
     graders, _ = rules_verdict("MultiHeadAttention", SUBCLASS)
     assert graders and "course_lib's MultiHeadAttention" in graders
-    assert local == graders.replace("cell 1, ", ""), (local, graders)
+    assert local == graders, (local, graders)
+    assert "line 1 of the cell that defines `MultiHeadAttention`" in local
 
 
 def test_the_rules_see_a_class_ipython_defined(capsys):
@@ -234,7 +246,7 @@ def test_a_class_without_methods_of_its_own_is_found_in_its_cell():
     source = ("from course_lib.attention import SelfAttention as S\n\n\n"
               "class SelfAttention(S):\n    pass\n")
     student = cell(source, 5)["SelfAttention"]
-    assert source_of(student)[0] == source
+    assert unparsed(source) in read_code(student)
     with pytest.raises(GradingError, match="course_lib's SelfAttention"):
         check("SelfAttention", student)
 
@@ -245,7 +257,7 @@ def test_a_method_taken_from_a_library_leaves_the_cell_to_be_read():
               "    __init__ = R.__init__\n"
               "    forward = R.forward\n")
     student = cell(source, 8)["MultiHeadAttention"]
-    assert source_of(student)[0] == source
+    assert unparsed(source) in read_code(student)
     with pytest.raises(GradingError, match="course_lib's MultiHead"):
         check("MultiHeadAttention", student)
 
@@ -275,7 +287,7 @@ def test_an_honest_notebook_class_keeps_its_tick(capsys):
                 return A @ V, A
         """)
     student = cell(source, 6)["SelfAttention"]
-    assert "setattr(self, name" in source_of(student)[0]
+    assert "setattr(self, name" in read_code(student)
     check("SelfAttention", student)
     assert "\u2713 SelfAttention" in capsys.readouterr().out
 
@@ -324,7 +336,7 @@ def test_the_local_check_reads_the_cell_and_its_helpers():
                              {"__init__": _init, "forward": _forward})
         """)
     student = cell(honest, "type-built")["SelfAttention"]
-    assert source_of(student)[0] == honest
+    assert unparsed(honest) in read_code(student)
     check("SelfAttention", student)
 
 
@@ -384,3 +396,175 @@ def test_the_instructors_remarks_never_reach_the_student(tmp_path):
     assert "like course_lib" not in page and "for the instructor" \
         not in page
 
+
+
+# ------------------------------------- the rules read what the answer runs
+
+
+HELPER_CELL = """import course_lib.positional as P
+
+
+def angles(n, d):
+    position = torch.arange(n, dtype=torch.float64)[:, None]
+    rate = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    return position * rate
+
+
+# a sanity check beside the helper: the answer never runs it
+print((angles(4, 6) - P.sinusoidal_encoding(4, 6)[:, ::2]).abs().max())
+"""
+ANSWER_CELL = """def sinusoidal_encoding(n_positions, d_model):
+    theta = angles(n_positions, d_model)
+    out = torch.empty(n_positions, d_model, dtype=torch.float64)
+    out[:, 0::2] = torch.sin(theta)
+    out[:, 1::2] = torch.cos(theta)
+    return out
+"""
+
+
+def _two_cells(helper, answer):
+    """The grader's verdict on a notebook whose student wrote ``helper``
+    (a cell of their own) and ``answer``, and the local check's."""
+    setup = nbformat.v4.new_code_cell(SETUP)
+    mine = nbformat.v4.new_code_cell(helper)
+    cell_ = nbformat.v4.new_code_cell(answer)
+    cell_.metadata["nbgrader"] = {
+        "solution": True, "grade": False, "locked": False,
+        "grade_id": "sinusoidal_encoding"}
+    notebook = nbformat.v4.new_notebook(cells=[setup, mine, cell_])
+    found, _flags = verdicts.rule_findings(
+        notebook, ["sinusoidal_encoding"], {SETUP})
+    namespace = {"__name__": "__main__"}
+    exec(SETUP, namespace)
+    cell(helper, f"helper-{abs(hash(helper))}", namespace)
+    student = cell(answer, f"answer-{abs(hash(answer))}",
+                   namespace)["sinusoidal_encoding"]
+    try:
+        _shortcuts(exercise("sinusoidal_encoding"), student)
+        local = None
+    except GradingError as error:
+        local = str(error)
+    return found.get("sinusoidal_encoding"), local
+
+
+def test_a_sanity_print_beside_a_helper_costs_nothing():
+    assert _two_cells(HELPER_CELL, ANSWER_CELL) == (None, None)
+
+
+def test_a_shortcut_the_answer_runs_is_named_alike_by_both():
+    """The helper itself calls course_lib: both the grader and the local
+    check say so, naming the same line of the same cell."""
+    helper = HELPER_CELL.replace(
+        "    return position * rate\n",
+        "    return position * rate"
+        " + 0 * P.sinusoidal_encoding(n, d)[:, :1]\n")
+    graders, local = _two_cells(helper, ANSWER_CELL)
+    assert graders is not None and graders == local, (graders, local)
+    assert "line 7 of the cell that defines `angles`" in graders
+
+
+# --------------------------------------- what feedback may show of a case
+
+
+def test_a_hidden_case_shows_its_kind_never_its_values():
+    from course_lib.grading.engine import Case, kind_of
+
+    case = Case("other special ids: bos 5, eos 7, pad 3", ())
+    assert kind_of(case) == "other special ids: bos #, eos #, pad #"
+    assert kind_of(Case("a (2, 3, 6) batch in float64", ())) == \
+        "a (#, #, #) batch in float64"
+    assert kind_of(dataclasses.replace(case, kind="other special ids")) \
+        == "other special ids"
+
+
+def test_a_hidden_scalar_never_shows_the_references_value():
+    """A lookup table of hidden answers once read them off the feedback
+    ("Yours is 0, the reference 3.38937")."""
+    from course_tools import hidden
+
+    spec = exercise("crossover_length")
+    case = hidden.cases("crossover_length")[0]
+    outcome = evaluate(lambda *a, **k: 0, payload(spec, case),
+                       module=False)
+    expected = spec.reference(*case.args, **case.kwargs)
+    with pytest.raises(GradingError) as failure:
+        judge(spec, case, outcome, hidden=True)
+    message = str(failure.value)
+    assert "Yours is 0" in message
+    assert f"{float(expected):.6g}" not in message, message
+    assert not any(ch.isdigit() for ch in message.split(" on ", 1)[1]
+                   .split(":", 1)[0]), message
+    with pytest.raises(GradingError, match="the reference"):
+        judge(spec, case, outcome)  # a visible case may show it
+
+
+def test_a_students_long_exception_is_cut():
+    spec = exercise("softmax")
+    case = spec.visible()[0]
+
+    def talkative(x, dim=-1):
+        raise ValueError("x" * 5000)
+
+    outcome = evaluate(talkative, payload(spec, case), module=False)
+    with pytest.raises(GradingError) as failure:
+        judge(spec, case, outcome)
+    assert len(str(failure.value)) < 800
+
+
+def _explained(spec, errors):
+    from course_lib.grading.engine import explained
+
+    cases = spec.visible()[:len(errors)]
+    return [m for _c, m in explained(spec, list(zip(cases, errors,
+                                                    strict=True)))]
+
+
+def test_a_mistake_is_named_only_when_it_alone_explains_every_failure():
+    spec = exercise(SDPA)
+    names = [m.name for m in spec.misconceptions]
+
+    def failing(likely):
+        error = GradingError("differs\nLikely mistake: x")
+        error.likely = (frozenset(likely), frozenset(likely))
+        error.hint, error.output = "Likely mistake: x", 0
+        return error
+
+    # one misconception on both failing cases: named once, on the first
+    shown = _explained(spec, [failing({0}), None, failing({0, 1})])
+    assert names[0] in shown[0] and shown[1] is None
+    assert "Likely mistake" not in shown[2]
+    # two that both reproduce it, or none on every case: none named
+    for errors in ([failing({0, 1}), failing({0, 1})],
+                   [failing({0}), failing({1})]):
+        assert not any("Likely mistake" in m for m in _explained(
+            spec, errors)), errors
+
+
+# ------------------------------------------------ the local time limit
+
+
+def test_the_local_check_stops_at_the_graders_limit(monkeypatch):
+    """An answer that never returns is stopped, with the grader's message,
+    the likely cause and the line it was running, instead of hanging; an
+    ``except Exception`` in it does not keep it running."""
+    import course_lib.grading as grading
+
+    monkeypatch.setattr(grading, "TIME_LIMIT", 3)
+    source = ("def softmax(x, dim=-1):\n    while True:\n        try:\n"
+              "            x = x + 0\n        except Exception:\n"
+              "            pass\n")
+    student = cell(source, "forever")["softmax"]
+    with pytest.raises(GradingError) as failure:
+        check("softmax", student)
+    message = str(failure.value)
+    assert message.startswith("softmax: your code ran longer than 3 s")
+    assert "Likely cause" in message
+    assert "It was running line " in message and "(in softmax)" in message
+
+
+def test_the_local_limit_is_the_graders():
+    from course_lib.grading import harness
+
+    main = (verdicts.Path(verdicts.__file__).parent / "classroom"
+            / "__main__.py").read_text()
+    assert f'"--timeout", type=int, default={harness.TIME_LIMIT},' in main

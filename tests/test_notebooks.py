@@ -367,3 +367,22 @@ def test_skipping_tagged_cells_changes_no_grade(graded, tmp_path):
     for student in picked:
         assert full[student].scores == results[student].scores, student
         assert full[student].messages == results[student].messages
+
+
+@pytest.mark.e2e
+def test_no_released_or_solved_notebook_loses_active_content(graded_batch):
+    """Every chapter's released notebook (the student "unanswered") and
+    solved one (the student "solution"), graded end to end: no reason
+    says that active content was removed (chapter 9's own text once
+    put that note on every submission)."""
+    _results, folder, _expectations = graded_batch
+    reasons = {}
+    for path in folder.glob("course-*/grading_state.json"):
+        for entry in json.loads(path.read_text()).values():
+            for key, found in entry.get("submissions", {}).items():
+                reasons[key] = found.get("reasons", [])
+    for chapter in CHAPTERS:
+        for student in ("solution", "unanswered"):
+            noted = reasons[f"{chapter}/{student}"]
+            assert not any("active content" in r for r in noted), (
+                chapter, student, noted)

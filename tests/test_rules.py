@@ -1,9 +1,11 @@
 """Tests of course_lib.grading.rules: what an answer may not use, found
 on its source however it is spelled."""
 
+import ast
+
 import pytest
 
-from course_lib.grading import exercise, forbidden, rules
+from course_lib.grading import exercise, forbidden, reach, rules
 
 SETUP = ("import torch\nimport torch.nn.functional as F\n"
          "from course_lib import attention as ref\n")
@@ -119,31 +121,71 @@ def test_course_lib_names_that_pytorch_shares_are_allowed():
         "PyTorch"]
 
 
+def _executed(*sources, wanted=("softmax",)):
+    """``{cell: [first line of each statement run]}`` of ``sources``."""
+    cells = [(i, rules.parse(s)) for i, s in enumerate(sources)]
+    found = reach.executed(cells, set(wanted),
+                           modules=set(rules.aliases([rules.parse(SETUP)])))
+    return {i: [ast.unparse(s).splitlines()[0] for s in body]
+            for i, body in found.items()}
+
+
 def test_helpers_are_followed():
-    answer = rules.parse("def softmax(x, dim=-1):\n    return helper(x)")
-    helper = rules.parse("def helper(x):\n    return x.softmax(-1)")
-    other = rules.parse("def unrelated():\n    pass")
-    assert rules.reachable(answer, [(3, helper), (4, other)]) == {3}
+    answer = "def softmax(x, dim=-1):\n    return helper(x)"
+    helper = "def helper(x):\n    return x.softmax(-1)"
+    other = "def unrelated():\n    pass"
+    assert _executed(answer, helper, other) == {
+        0: ["def softmax(x, dim=-1):"], 1: ["def helper(x):"]}
     # a helper bound to a lambda is followed too
-    shortcut = rules.parse("helper = lambda x: x.softmax(-1)")
-    assert rules.reachable(answer, [(5, shortcut)]) == {5}
+    shortcut = "helper = lambda x: x.softmax(-1)"
+    assert _executed(answer, shortcut) == {
+        0: ["def softmax(x, dim=-1):"],
+        1: ["helper = lambda x: x.softmax(-1)"]}
 
 
-def test_only_what_a_cell_defines_at_its_top_level_is_a_helper():
+def test_only_what_the_answer_runs_is_read():
+    """A sanity print beside a helper, comparing it with course_lib, is
+    never run by the answer: it is not read (it once cost 0/3). What the
+    answer does run is: a module-level binding it reads, and a statement
+    that changes such an object in place."""
+    helper = ("def angles(n, d):\n    return torch.arange(n)[:, None]\n"
+              "table = {}\n"
+              "table['ref'] = ref.sinusoidal_encoding(4, 6)\n"
+              "print((angles(4, 6) - ref.sinusoidal_encoding(4, 6)))\n"
+              "torch.testing.assert_close(angles(2, 2), angles(2, 2))\n")
+    answer = "def softmax(x, dim=-1):\n    return angles(*x.shape)\n"
+    assert _executed(answer, helper) == {
+        0: ["def softmax(x, dim=-1):"], 1: ["def angles(n, d):"]}
+    uses_table = answer.replace("angles(*x.shape)", "table['ref']")
+    assert _executed(uses_table, helper)[1] == [
+        "table = {}", "table['ref'] = ref.sinusoidal_encoding(4, 6)"]
+
+
+def test_only_what_a_cell_binds_at_its_top_level_is_a_helper():
     """An answer that assigns ``forward`` or ``update`` as a local, or
     calls ``self.update``, does not reach another cell because a method
     there has that name (every cell with an ``__init__`` once was)."""
-    answer = rules.parse(
+    answer = (
         "class MultiHeadAttention(nn.Module):\n"
         "    __init__ = R.__init__\n    forward = R.forward\n"
         "def softmax(x, dim=-1):\n    update = x.exp()\n"
         "    return update / update.sum(dim, keepdim=True)\n")
-    other = rules.parse(
+    other = (
         "class FeedForward(nn.Module):\n    def __init__(self):\n"
         "        super().__init__()\n    def forward(self, x):\n"
         "        return F.softmax(x, -1)\n"
         "def update(S, k):\n    return S + k\n")
-    assert rules.reachable(answer, [(7, other)]) == set()
+    assert 1 not in _executed(answer, other,
+                              wanted=("softmax", "MultiHeadAttention"))
+
+
+def test_a_cell_is_named_by_what_it_defines():
+    assert reach.cell_label(rules.parse("x = 1\ndef f():\n    pass")) \
+        == "the cell that defines `f`"
+    assert reach.cell_label(rules.parse("import torch\nW = 2")) == \
+        "the cell that defines `W`"
+    assert reach.cell_label(rules.parse("print(1)")) == \
+        "the cell that starts `print(1)`"
 
 
 def test_message_names_the_use_and_the_cell():
@@ -206,3 +248,12 @@ def test_imports_are_found_in_every_block_and_the_last_one_wins():
                       torch_names=frozenset({"softmax"}),
                       course_names=frozenset(), aliases=found)
     assert [u.name for u in used] == ["softmax"]
+
+
+def test_a_statement_that_may_bind_any_name_is_read():
+    """``globals()["softmax"] = ...`` or ``exec(...)`` binds a name the
+    answer may read: it is read as part of the answer."""
+    answer = "def softmax(x, dim=-1):\n    return x\n"
+    for other in ("globals()['softmax'] = F.softmax",
+                  "exec('softmax = F.softmax')"):
+        assert _executed(answer, other).get(1) == [other], other

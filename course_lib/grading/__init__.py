@@ -16,6 +16,7 @@ when first checked; the engine is in ``engine``.
 """
 
 import importlib
+import sys
 
 from course_lib.grading import harness
 from course_lib.grading.engine import GradingError
@@ -89,13 +90,24 @@ def check(exercise_name, obj, *, hidden=False):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
     try:
-        _shortcuts(spec, obj)
-        line = engine_run(spec, obj)
+        with harness.time_limit(TIME_LIMIT, sys._getframe()):
+            _shortcuts(spec, obj)
+            line = engine_run(spec, obj)
     except GradingError as error:
         # one frame of ours, not the engine's: the message names the
         # student's own line
         raise GradingError(str(error)) from None
+    except harness.TimeUp as stop:
+        message = harness.too_long(exercise_name, f"{TIME_LIMIT} s")
+        if stop.where:
+            message += f"\nIt was running {stop.where}"
+        raise GradingError(message) from None
     print("\u2713 " + line)
+
+
+# the grader's limit on a cell (make grade's default): the local check
+# stops there too, with the grader's message, rather than hang
+TIME_LIMIT = harness.TIME_LIMIT
 
 
 AT_GRADING = ("at grading, hidden cases of the same kinds (dtypes, batch "
@@ -127,62 +139,94 @@ def engine_run(spec, obj):
 
 
 def _shortcuts(spec, obj):
-    """The grader's rules about shortcuts, on ``obj``'s source (a
-    function's, or a class's with its methods); the grader applies the
-    same rules to the submitted notebook."""
+    """The grader's rules about shortcuts, on the code ``obj`` runs
+    (:func:`answer_code`); the grader applies the same rules to the
+    submitted notebook and names a finding the same way."""
     import inspect
 
     from course_lib.grading import rules
 
-    source, namespace = source_of(obj)
-    tree = rules.parse(source) if source else None
-    if tree is None:
+    parts, namespace = answer_code(obj, spec.name)
+    if not parts:
         return
     names = rules.aliases_of(namespace or vars(
         inspect.getmodule(obj) or inspect))
-    names.update(rules.aliases([tree]))
-    found = rules.uses(tree, **forbidden(spec), aliases=names)
+    names.update(rules.aliases([tree for _label, tree, _all in parts]))
+    found = []
+    for label, tree, _whole in parts:
+        found += rules.uses(tree, **forbidden(spec), aliases=names,
+                            label=label)
     if found:
         raise GradingError(rules.message(spec.name, found,
                                          spec.shortcut_advice))
 
 
-def source_of(obj):
-    """``(source, globals)`` of a function or class the student defined,
-    or ``(None, None)``: what the grader reads of the answer.
+def answer_code(obj, name=None):
+    """``([(label, tree, whole cell's tree)], globals)``: what the rules
+    read of the answer ``obj`` (checked as exercise ``name``).
 
     In a notebook (IPython keeps each cell's text in ``linecache``) that
-    is the whole cell that defines the function, or the methods of the
-    class (a class built with ``type(...)`` included), or, for a class
-    without methods of its own (or only methods taken from a library),
-    the last cell that defines a class of that name; and the cells whose
-    definitions it uses (helpers), each the last cell to define the
-    name. Elsewhere it is ``inspect.getsource`` of the object, or of its
+    is the statements the answer runs (``course_lib.grading.reach``): the
+    ``def`` or ``class`` of ``obj`` (of its methods, for a class built
+    with ``type(...)``; a class without methods of its own is found by
+    its name), what binds the checked name in that cell, and the
+    module-level bindings and helpers they reach, each the last cell to
+    bind the name; ``label`` names the cell as the grader does.
+    Elsewhere it is ``inspect.getsource`` of the object, or of its
     methods (``inspect.getsource`` cannot find a class defined in a
-    notebook: it looks for the class in its module's file)."""
+    notebook: it looks for the class in its module's file), with no
+    label."""
+    import inspect
+
+    from course_lib.grading import reach, rules
+
+    functions = _functions_of(obj)
+    namespace = (functions[0].__globals__ if functions
+                 else getattr(obj, "__globals__", None))
+    trees = {}
+    for filename, _entry in linecache_cells():
+        tree, _text = _cell_tree(filename)
+        if tree is not None:
+            trees[filename] = tree
+    roots = []
+    for function in functions:
+        code = function.__code__
+        tree = trees.get(code.co_filename)
+        statement = tree and reach.statement_at(tree, code.co_firstlineno)
+        if statement is not None and (code.co_filename,
+                                      statement) not in roots:
+            roots.append((code.co_filename, statement))
+    own = {getattr(obj, "__name__", None), name} - {None}
+    for filename in {f for f, _s in roots}:
+        roots += [(filename, s) for s in trees[filename].body
+                  if reach.bindings(s)[0] & own
+                  and (filename, s) not in roots]
+    # a class without methods of its own: the last cell that binds it
+    wanted = own if inspect.isclass(obj) and not functions else set()
+    if roots or wanted:
+        modules = set(rules.aliases(list(trees.values())))
+        if namespace:
+            modules |= set(rules.aliases_of(namespace))
+        slices = reach.executed(list(trees.items()), wanted, roots=roots,
+                                modules=modules, last_only=True)
+        if slices:
+            return [(reach.cell_label(trees[f]), reach.module(body),
+                     trees[f]) for f, body in slices.items()], namespace
+    source = _file_source(obj, functions)
+    tree = rules.parse(source) if source else None
+    return ([(None, tree, tree)] if tree is not None else []), namespace
+
+
+def _functions_of(obj):
+    """The plain functions of ``obj``: itself, or a class's own methods
+    (not those taken from a library)."""
     import inspect
 
     if inspect.isclass(obj):
-        functions = [f for f in map(_function, vars(obj).values())
-                     if f is not None
-                     and not harness.in_library(f.__code__.co_filename)]
-    else:
-        functions = [f for f in [_function(obj)] if f is not None]
-    namespace = (functions[0].__globals__ if functions
-                 else getattr(obj, "__globals__", None))
-    cells = [filename for filename, _entry in linecache_cells()]
-    files = []
-    for function in functions:
-        filename = function.__code__.co_filename
-        if filename in cells and filename not in files:
-            files.append(filename)
-    if not functions and inspect.isclass(obj):
-        files = [f for f in [_last_defining_cell(obj.__name__)] if f]
-    if files:
-        files += _helper_cells(files, cells)
-        parts = [_cell_tree(f)[1] for f in files]
-        return "\n\n".join(p for p in parts if p) or None, namespace
-    return _file_source(obj, functions), namespace
+        return [f for f in map(_function, vars(obj).values())
+                if f is not None
+                and not harness.in_library(f.__code__.co_filename)]
+    return [f for f in [_function(obj)] if f is not None]
 
 
 def _file_source(obj, functions):
@@ -201,34 +245,6 @@ def _file_source(obj, functions):
         if part and part not in parts:
             parts.append(part)
     return "\n\n".join(parts) or None
-
-
-def _helper_cells(files, cells):
-    """The cells, besides ``files``, whose definitions those use, directly
-    or through one another (the grader follows helpers the same way);
-    only the last cell to define a name counts."""
-    import ast
-
-    from course_lib.grading import rules
-
-    trees = {}
-    for filename in cells:
-        tree, _text = _cell_tree(filename)
-        if tree is not None:
-            trees[filename] = tree
-    last = {}
-    for filename, tree in trees.items():
-        for name in rules.defined(tree):
-            last[name] = filename
-    answer = ast.Module(body=[node for f in files if f in trees
-                              for node in trees[f].body], type_ignores=[])
-    defines = {}  # a cell counts for the names it was last to define
-    for name, filename in last.items():
-        if filename not in files:
-            defines.setdefault(filename, set()).add(name)
-    helpers = [(f, t) for f, t in trees.items() if f in defines]
-    chosen = rules.reachable(answer, helpers, defines)
-    return [f for f in trees if f in chosen]
 
 
 def _function(value):
@@ -263,22 +279,6 @@ def _function_source(code):
         return textwrap.dedent(inspect.getsource(code))
     except (OSError, TypeError):
         return None
-
-
-def _last_defining_cell(name):
-    """The file name of the last cell ``linecache`` holds (IPython's
-    cells, in the order they ran) that defines a class ``name`` at its
-    top level, or None."""
-    import ast
-
-    found = None
-    for filename, _entry in linecache_cells():
-        tree, _text = _cell_tree(filename)
-        if tree is not None and any(
-                isinstance(node, ast.ClassDef) and node.name == name
-                for node in tree.body):
-            found = filename
-    return found
 
 
 def linecache_cells():

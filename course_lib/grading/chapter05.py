@@ -273,6 +273,7 @@ DECODING_FLOPS = Exercise(
             _decoding(prompt_pass=True)),
     ),
     forbidden_reference=(ref.decoding_flops,),
+    integer=True,
     shortcut_advice=("Count one step at cache length L, then add the "
                      "steps up."),
 )

@@ -19,6 +19,7 @@ from course_lib.grading.common import (
     randn,
     rows_sum_to_one,
     token_module_cases,
+    with_axes,
     without_mask,
 )
 from course_lib.grading.engine import (
@@ -386,6 +387,8 @@ def _rotary_visible():
 APPLY_ROTARY = Exercise(
     name="apply_rotary",
     reference=ref.apply_rotary,
+    families=(Family("one sequence (N, d)", 1, with_axes(2)),
+              Family("batches (..., N, d)", 2)),
     visible=_rotary_visible,
     misconceptions=(
         Misconception(

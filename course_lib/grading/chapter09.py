@@ -23,6 +23,7 @@ from course_lib.grading.common import (
     symbol_model,
 )
 from course_lib.grading.engine import Case, Exercise, Misconception
+from course_lib.grading.families import Family
 
 # --------------------------------------------------------- teacher forcing
 
@@ -233,6 +234,11 @@ def _init(d_model, n_heads, d_ff, norm_first=None):
     return init
 
 
+def _post_ln(case):
+    """A family's ``member``: the layers built post-LN (the default)."""
+    return not case.init.get("norm_first", False)
+
+
 DECODER_LAYER = Exercise(
     name="DecoderLayer",
     reference=ref.DecoderLayer,
@@ -246,6 +252,8 @@ DECODER_LAYER = Exercise(
         "(W_q, W_k, W_v, W_o), feed_forward = a FeedForward (linear1, "
         "linear2), norm1, norm2, norm3 = LayerNorm(d_model=...), and no "
         "other parameters."),
+    families=(Family("post-LN (norm_first=False)", 2, _post_ln),
+              Family("pre-LN (norm_first=True)", 1)),
     visible=lambda: decoder_cases([
         ("post-LN, 5 target and 5 source tokens", _init(8, 2, 16), 2, 5, 5,
          F32, None),

@@ -21,8 +21,10 @@ from course_lib.grading.common import (
     generator,
     mixed,
     randn,
+    with_axes,
 )
 from course_lib.grading.engine import Case, Exercise, Misconception
+from course_lib.grading.families import Family
 
 # ------------------------------------------------------ next-token loss
 
@@ -46,6 +48,8 @@ _SHIFT = ("row n of the logits predicts the NEXT token: compare "
 NEXT_TOKEN_LOSS = Exercise(
     name="next_token_loss",
     reference=ref_lm.next_token_loss,
+    families=(Family("one sequence (N, V)", 1, with_axes(2)),
+              Family("batches (..., N, V)", 1)),
     visible=lambda: [
         Case("one sequence of 5 tokens, V = 7",
              logits_and_tokens((5,), 7, seed=1001)),
@@ -103,6 +107,12 @@ def _sample_with(logits, temperature, top_k, n_samples, seed, *,
                                     generator=g)
 
 
+def _top_k_below_v(case):
+    """A family's ``member``: no top-k, or a ``top_k`` below ``V``."""
+    top_k = case.args[2]
+    return top_k is None or top_k < case.args[0].shape[-1]
+
+
 def sampling_case(B, V, temperature, top_k, n, seed, dtype=F32):
     return (randn(B, V, seed=seed, dtype=dtype, scale=2.0), temperature,
             top_k, n, mixed(seed))
@@ -112,6 +122,8 @@ SAMPLE_TOP_K = Exercise(
     name="sample_top_k",
     reference=ref_gen.sample_top_k,
     outputs=("probs", "samples"),
+    families=(Family("no top_k or one below V", 1, _top_k_below_v),
+              Family("a top_k of V or more", 1)),
     visible=lambda: [
         Case("2 rows, V = 6, temperature 0.5, top_k = 3, 8 samples",
              sampling_case(2, 6, 0.5, 3, 8, seed=1011)),
@@ -119,6 +131,9 @@ SAMPLE_TOP_K = Exercise(
              sampling_case(3, 10, 2.0, None, 20, seed=1012)),
         Case("one row in float64, V = 9, top_k = 1, 6 samples",
              sampling_case(1, 9, 0.8, 1, 6, seed=1013, dtype=F64)),
+        # the text says a top_k of V or more keeps every symbol
+        Case("top_k = 8 larger than V = 4, 10 samples",
+             sampling_case(2, 4, 1.0, 8, 10, seed=1014)),
     ],
     misconceptions=(
         Misconception("the logits are multiplied by the temperature",
@@ -195,6 +210,8 @@ KV_ATTENTION_STEP = Exercise(
     name="kv_attention_step",
     reference=ref_gen.kv_attention_step,
     outputs=("Y", "K", "V"),
+    families=(Family("one sequence (N_new, D)", 2, with_axes(2)),
+              Family("batches (..., N_new, D)", 2)),
     visible=lambda: [
         Case("one new token after 4 cached, D = 8, H = 2",
              step_case((), 4, 1, 8, 2, seed=1021)),
@@ -289,6 +306,8 @@ def attention_case(batch, H, N, V, seed, dtype=F32, repeat=False,
 INDUCTION_SCORES = Exercise(
     name="induction_scores",
     reference=ref_ind.induction_scores,
+    families=(Family("one sequence's heads (H, N, N)", 1, with_axes(3)),
+              Family("batches (..., H, N, N)", 2)),
     visible=lambda: [
         Case("one sequence of 8 tokens from 3 symbols, H = 2",
              attention_case((), 2, 8, 3, seed=1041)),

@@ -12,6 +12,7 @@ student's own kernel :func:`run` does all three.
 """
 
 import copy
+import re
 from dataclasses import dataclass, field
 
 import numpy
@@ -21,7 +22,29 @@ from course_lib.grading import harness, wire
 
 
 class GradingError(AssertionError):
-    """A check failed; the message says what broke and how to fix it."""
+    """A check failed; the message says what broke and how to fix it.
+    ``likely``: the misconceptions that reproduce the student's output on
+    this case, ``(loose, strict)`` (``None``: no output to compare; see
+    ``_likely``), and ``hint`` the line naming one, as the message
+    carries it."""
+
+    likely = None
+    hint = None
+    output = None  # the index of the output it concerns
+
+
+MAX_ERROR = 300  # characters of a student's exception shown
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
+                    r"(?![\w.])", re.I)
+
+
+def kind_of(case):
+    """What a hidden case tests, without its values: ``case.kind``, or
+    its label with every number replaced by ``#`` ("a (#, #, #) batch in
+    float64", "other special ids: bos #, eos #, pad #")."""
+    if case.kind:
+        return case.kind
+    return NUMBER.sub("#", case.label)
 
 
 @dataclass
@@ -42,6 +65,10 @@ class Case:
     atol: float | None = None
     watch_pairs: bool = False
     seed: int | None = None
+    # what a hidden case tests, in words without its values (feedback
+    # shows this, never the label's parameters); default: the label with
+    # its numbers masked (:func:`kind_of`)
+    kind: str | None = None
 
 
 @dataclass
@@ -84,6 +111,9 @@ class Exercise:
     inputs_after: object = None  # (case, outputs, args) -> message | None
     # how the points split (families of cases); () is one family
     families: tuple = ()
+    # the text says the result (each value, for a dict) is an int: a
+    # float, even a whole one, fails
+    integer: bool = False
 
 
 # ---------------------------------------------------------------- arrays
@@ -242,17 +272,77 @@ def run_each(exercise, student, cases):
             worst = max(worst, judge(exercise, case, outcome))
             judged.append((case, None))
         except GradingError as error:
-            judged.append((case, str(error)))
-    return judged, worst
+            judged.append((case, error))
+    return explained(exercise, judged), worst
 
 
-def judge(exercise, case, outcome):
+def explained(exercise, judged):
+    """``[(case, message or None)]`` of ``judged`` (``[(case,
+    GradingError or None)]``), a likely mistake named only where one
+    misconception, and no other, reproduces the student's output on
+    every failing case that some catalogued misconception explains in
+    the same output: on the first such failure, and on no other. A
+    failure that none explains (a crash, a second mistake of another
+    kind), or one in another output (the weights, when the first is the
+    output), does not veto it; two failures of one output that
+    different misconceptions explain leave both unnamed."""
+    failures = [e for _c, e in judged if e is not None]
+    compared = [e for e in failures if e.likely and e.likely[0]]
+    # two mistakes in two outputs are both real: judge the first
+    # explained failure's output alone
+    compared = [e for e in compared if e.output == compared[0].output]
+    named = None
+    for level in (0, 1):  # what reproduces the failing output, then all
+        common = (frozenset.intersection(*[e.likely[level]
+                                           for e in compared])
+                  if compared else frozenset())
+        if len(common) == 1:
+            (index,) = common
+            named = _hint(exercise.misconceptions[index])
+            break
+    out = []
+    for case, error in judged:
+        if error is None:
+            out.append((case, None))
+            continue
+        text = str(error)
+        if error.hint:
+            text = text.replace("\n" + error.hint, "")
+        if named and error is compared[0]:
+            text = f"{text}\n{named}"
+        out.append((case, text))
+    return out
+
+
+def _failure(lines, likely, exercise, output):
+    """A GradingError of ``lines`` and the misconceptions ``likely`` to
+    explain it: the one named when it is the only one."""
+    alone = [c for c in likely or () if len(c) == 1]
+    hint = (_hint(exercise.misconceptions[next(iter(alone[0]))])
+            if alone else None)
+    error = GradingError("\n".join(filter(None, [*lines, hint])))
+    error.likely, error.hint, error.output = likely, hint, output
+    return error
+
+
+def _hint(misconception):
+    advice = misconception.advice
+    # most advice starts in lower case, often with code ("exp(1000)
+    # overflows ..."): a dash, not a new sentence
+    joint = ". " if advice[:1].isupper() else " \u2014 "
+    return f"Likely mistake: {misconception.name}{joint}{advice}"
+
+
+def judge(exercise, case, outcome, *, hidden=False):
     """Judge one outcome of :func:`harness.evaluate` on ``case``; return
-    the largest difference from the reference, or raise."""
-    what = f"{exercise.name} on {case.label}"
+    the largest difference from the reference, or raise. On a ``hidden``
+    case the message names the kind of case (:func:`kind_of`), never its
+    values, and never a value of the reference."""
+    label = kind_of(case) if hidden else case.label
+    what = f"{exercise.name} on {label}"
     if type(outcome) is not dict:
         raise GradingError(f"{what}: no result came back")
-    _stopped(exercise, case, outcome, what)
+    _stopped(exercise, case, outcome, what, hidden)
     if exercise.module:
         reference = reference_module(exercise, case)
         wrong_fns = [lambda *a, f=m.fn, r=reference: f(r, *a)
@@ -283,21 +373,23 @@ def judge(exercise, case, outcome):
         message = prop(case, got)
         if message:
             index = len(exercise.outputs) - 1
-            hint = _diagnose(exercise, wrong_fns, case,
-                             got[index], expected[index], index)
-            raise GradingError(
-                "\n".join(filter(None, [f"{what}: {message}", hint])))
+            likely = _likely(exercise, wrong_fns, case, got, expected,
+                             index)
+            raise _failure([f"{what}: {message}"], likely, exercise, index)
     worst = 0.0
     for index, name in enumerate(exercise.outputs):
         worst = max(worst, _compare(
-            exercise, case, what, name, index, got[index],
-            expected[index], wrong_fns))
+            exercise, case, what, name, index, got, expected, wrong_fns,
+            hidden))
     return worst
 
 
-def _stopped(exercise, case, outcome, what):
+def _stopped(exercise, case, outcome, what, hidden=False):
     """Raise when the student's code did not return: not implemented, an
-    exception, not a module, other parameters, an (N_q, N_k) tensor."""
+    exception, not a module, other parameters, an (N_q, N_k) tensor. The
+    exception's message (the kernel wrote it) is cut to ``MAX_ERROR``
+    characters, and a hidden case's constructor arguments are not
+    shown."""
     if outcome.get("not_implemented"):
         raise GradingError(
             f"{exercise.name} is not implemented yet (it raised "
@@ -305,14 +397,19 @@ def _stopped(exercise, case, outcome, what):
             "code.")
     error = outcome.get("error")
     if error is not None:
+        error = " ".join(str(error).split())
+        if len(error) > MAX_ERROR:
+            error = error[:MAX_ERROR] + "..."
         place = outcome.get("where")
         # one line, however long the kernel made it
         place = (f"\nIt raised at {' '.join(place.split())[:400]}"
                  if type(place) is str else "")
         if outcome.get("stage") == "init":
-            args = ", ".join(f"{k}={v!r}" for k, v in case.init.items())
+            args = "..." if hidden else ", ".join(
+                f"{k}={v!r}" for k, v in case.init.items())
+            label = kind_of(case) if hidden else case.label
             raise GradingError(f"{exercise.name}({args}), for "
-                               f"{case.label}, raised {error}{place}")
+                               f"{label}, raised {error}{place}")
         raise GradingError(f"{what} raised {error}{place}")
     if "not_module" in outcome:
         raise GradingError(
@@ -384,35 +481,57 @@ def _outputs(exercise, result, what):
     return result
 
 
-def _diagnose(exercise, fns, case, got_value, expected_value, index):
-    """The misconception that explains the difference, as a line, or
-    ``None``. A misconception explains it when its output on ``case``
-    matches the student's and differs from the reference's, both within
-    the comparison's tolerance: on a case where a mistake changes
-    nothing (a mask ignored on a case without a mask) it is never
-    offered, whatever the student's output."""
+def _likely(exercise, fns, case, got_all, expected_all, index):
+    """``(loose, strict)``: the indices of the misconceptions that
+    explain the difference in output ``index`` (``got_all``,
+    ``expected_all``: every output), as frozensets (``None``: the output
+    cannot be compared). A misconception explains it (``loose``) when it
+    reproduces the student's output ``index`` on ``case``, within the
+    comparison's tolerance, and differs from the reference's: on a case
+    where a mistake changes nothing (a mask ignored on a case without a
+    mask) it is never offered, whatever the student's output. ``strict``
+    keeps those that reproduce every other output too (that tells "the
+    targets not shifted" from "the inputs and targets swapped" for a
+    student whose inputs are right)."""
     try:
-        got = as_array(got_value, "your result")
-        expected = as_array(expected_value, "the reference")
+        got = as_array(got_all[index], "your result")
+        expected = as_array(expected_all[index], "the reference")
     except GradingError:
         return None
-    atol, rtol = _tolerance(_dtype_of(expected_value), case)
-    for misconception, fn in zip(exercise.misconceptions, fns, strict=True):
+    atol, rtol = _tolerance(_dtype_of(expected_all[index]), case)
+    others = []
+    for j, value in enumerate(got_all):
+        if j != index:
+            try:
+                others.append((j, as_array(value, "your result"),
+                               _tolerance(_dtype_of(expected_all[j]),
+                                          case)))
+            except GradingError:
+                continue
+    found, strict = set(), set()
+    for number, (misconception, fn) in enumerate(
+            zip(exercise.misconceptions, fns, strict=True)):
         try:
             with harness.quiet(), torch.no_grad():
                 wrong = fn(*case.args, **case.kwargs)
             wrong = _outputs(exercise, wrong, misconception.name)
-            wrong = as_array(wrong[index], misconception.name)
+            mine = as_array(wrong[index], misconception.name)
         except Exception:  # a misconception may not apply to this case
             continue
-        if close(got, wrong, atol, rtol) and not close(
-                expected, wrong, atol, rtol):
-            advice = misconception.advice
-            # most advice starts in lower case, often with code
-            # ("exp(1000) overflows ..."): a dash, not a new sentence
-            joint = ". " if advice[:1].isupper() else " \u2014 "
-            return f"Likely mistake: {misconception.name}{joint}{advice}"
-    return None
+        if close(got, mine, atol, rtol) and not close(
+                expected, mine, atol, rtol):
+            found.add(number)
+            if all(_reproduces(value, wrong[j], tolerance)
+                   for j, value, tolerance in others):
+                strict.add(number)
+    return frozenset(found), frozenset(strict)
+
+
+def _reproduces(value, wrong, tolerance):
+    try:
+        return close(value, as_array(wrong, "a misconception"), *tolerance)
+    except GradingError:
+        return False
 
 
 def _dtype_of(value):
@@ -433,9 +552,11 @@ def _tolerance(dtype, case):
     return 2e-5, 2e-4
 
 
-def _compare(exercise, case, what, name, index, got_value, expected_value,
-             wrong_fns):
-    """Compare one output; return the largest difference or raise."""
+def _compare(exercise, case, what, name, index, got_all, expected_all,
+             wrong_fns, hidden=False):
+    """Compare output ``index`` of ``got_all`` with the reference's;
+    return the largest difference or raise."""
+    got_value, expected_value = got_all[index], expected_all[index]
     label = what if len(exercise.outputs) == 1 else f"{what}, {name}"
     pairs = [(label, got_value, expected_value)]
     if type(expected_value) is dict:
@@ -453,34 +574,38 @@ def _compare(exercise, case, what, name, index, got_value, expected_value,
                  for key in keys]
     worst = 0.0
     for item_label, got_item, expected_item in pairs:
+        if exercise.integer and type(got_item) is not int:
+            raise GradingError(
+                f"{item_label}: expected an int, got {describe(got_item)}. "
+                "The exercise asks for an int: count with integer "
+                "arithmetic (// rather than /), or convert with int().")
         try:
             lines = _mismatch(item_label, name, case, got_item,
-                              expected_item)
+                              expected_item, hidden)
         except GradingError as error:  # a shape or dtype that differs
-            hint = _diagnose(exercise, wrong_fns, case, got_value,
-                             expected_value, index)
-            if hint is None:
-                raise
-            raise GradingError(f"{error}\n{hint}") from None
+            likely = _likely(exercise, wrong_fns, case, got_all,
+                             expected_all, index)
+            raise _failure([str(error)], likely, exercise, index) from None
         if lines is None:
             got = as_array(got_item, item_label)
             if got.dtype != bool:
                 worst = max(worst, differences(
                     got, as_array(expected_item, "the reference"))[0])
             continue
-        hint = _diagnose(exercise, wrong_fns, case, got_value,
-                         expected_value, index)
-        if hint:
-            lines.append(hint)
-        raise GradingError("\n".join(lines))
+        likely = _likely(exercise, wrong_fns, case, got_all,
+                         expected_all, index)
+        raise _failure(lines, likely, exercise, index)
     return worst
 
 
-def _mismatch(label, name, case, got_value, expected_value):
-    """``None`` when the values agree, else the lines that say how not."""
+def _mismatch(label, name, case, got_value, expected_value, hidden=False):
+    """``None`` when the values agree, else the lines that say how not
+    (on a ``hidden`` case, no value or size of the reference)."""
     expected = as_array(expected_value, "the reference")
     got = as_array(got_value, f"{label}: your result")
     if got.shape != expected.shape:
+        if hidden:
+            raise GradingError(f"{label}: {_shapes_differ(got, expected)}")
         raise GradingError(
             f"{label}: expected shape {expected.shape}, got {got.shape}."
         )
@@ -513,6 +638,9 @@ def _mismatch(label, name, case, got_value, expected_value):
         lines.append(f"{wrong} of {got.size} entries are wrong.")
     elif not bool(numpy.isfinite(got).all()):
         lines.append("It contains NaN or inf where the reference is finite.")
+    elif got.size == 1 and hidden:
+        lines.append(f"Yours is {float(got.ravel()[0]):.6g} (the "
+                     "reference's value on a hidden case is not shown).")
     elif got.size == 1:
         lines.append(
             f"Yours is {float(got.ravel()[0]):.6g}, the reference "
@@ -526,3 +654,15 @@ def _mismatch(label, name, case, got_value, expected_value):
         )
     return lines
 
+
+
+def _shapes_differ(got, expected):
+    """How two shapes differ, in words that give no size of a hidden
+    case: the number of axes, or which axes."""
+    if got.ndim != expected.ndim:
+        return (f"your result has {got.ndim} axes, the reference's "
+                f"{expected.ndim}.")
+    axes = [str(i) for i, (a, b) in enumerate(zip(
+        got.shape, expected.shape, strict=True)) if a != b]
+    return (f"your result's size differs from the reference's along "
+            f"axis {', '.join(axes)}.")

@@ -221,3 +221,76 @@ def report(exercise, obj, hidden):
         display({MIME: data, "text/plain": text}, raw=True)
     except ImportError:  # pragma: no cover - kernels have IPython
         print(text)
+
+
+# ------------------------------------------- the time limit of a check
+
+TIME_LIMIT = 60  # seconds a cell may run under grading (make grade's)
+LIKELY_SLOW = ("Likely cause: a loop whose end is never reached (a "
+               "generation loop that waits for every row to end, with "
+               "no max_len), or far more work than the exercise needs "
+               "(a Python loop over every entry).")
+
+
+def too_long(name, limit):
+    """The grader's message for a check stopped at ``limit`` (text)."""
+    return (f"{name}: your code ran longer than {limit} in this test cell "
+            "and was stopped (the check runs it on every case). No "
+            f"points.\n{LIKELY_SLOW}")
+
+
+class TimeUp(BaseException):
+    """The local check ran past the time limit (a ``BaseException``, so
+    that neither the harness nor the student's ``except Exception``
+    takes it for the student's error). ``where``: the student's line
+    that was running."""
+
+    def __init__(self, where):
+        super().__init__(where)
+        self.where = where
+
+
+def _running(frame, within=None):
+    """``line N of your cell (in NAME): CODE`` of the innermost frame of
+    the student's code in ``frame``'s stack, below the frame ``within``
+    (the check's: the cell that called it is no answer), or ``None``."""
+    import linecache
+
+    while frame is not None and frame is not within:
+        code = frame.f_code
+        if not in_library(code.co_filename) and frame.f_lineno:
+            line = linecache.getline(code.co_filename,
+                                     frame.f_lineno).strip()[:MAX_LINE]
+            text = f"line {frame.f_lineno} of your cell"
+            if code.co_name != "<module>":
+                text += f" (in {code.co_name[:80]})"
+            return f"{text}: {line}" if line else text
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def time_limit(seconds, within=None):
+    """Raise :class:`TimeUp` in the block after ``seconds`` (and every
+    second after, should the student's code catch it), on the main
+    thread of a system with ``SIGALRM``; elsewhere, no limit. ``within``:
+    the frame that runs the block (what it called is searched for the
+    student's line)."""
+    import signal
+    import threading
+
+    if (not seconds or not hasattr(signal, "setitimer")
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+
+    def stop(_signal, frame):
+        raise TimeUp(_running(frame, within))
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -60,8 +60,12 @@ class Finding:
     line: int
     name: str
     owner: str  # "PyTorch", "course_lib" or "Python"
+    # how a student finds the cell (``reach.cell_label``), if known
+    label: str | None = None
 
     def where(self):
+        if self.label:
+            return f"line {self.line} of {self.label}"
         cell = f"cell {self.cell}, " if self.cell is not None else ""
         return f"{cell}line {self.line}"
 
@@ -162,14 +166,16 @@ def _ipython(source):
     return tree
 
 
-def uses(tree, *, torch_names, course_names, aliases, cell=None):
+def uses(tree, *, torch_names, course_names, aliases, cell=None,
+         label=None):
     """Every use, in ``tree``, of a PyTorch or ``course_lib`` name the
     exercise forbids, and of the grading machinery (owner
     ``"grading"``)."""
     found = []
 
     def add(node, name, owner):
-        found.append(Finding(cell, getattr(node, "lineno", 0), name, owner))
+        found.append(Finding(cell, getattr(node, "lineno", 0), name, owner,
+                             label))
 
     checked = set()  # what isinstance(x, ...) names is not a use
     for node in ast.walk(tree):
@@ -258,24 +264,10 @@ def _attribute_strings(tree):
     return found
 
 
-def defined(tree):
-    """The names ``tree`` defines at its top level: functions, classes
-    and lambdas (a method or a local is no helper another cell calls)."""
-    found = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef,
-                             ast.AsyncFunctionDef)):
-            found.add(node.name)
-        elif isinstance(node, ast.Assign) and isinstance(node.value,
-                                                         ast.Lambda):
-            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return found
-
-
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
-def _names(tree, local=frozenset()):
+def free_names(tree, local=frozenset()):
     """The names ``tree`` reads from outside: not those it assigns, nor a
     function's parameters and locals inside that function."""
     found = set()
@@ -291,49 +283,29 @@ def _names(tree, local=frozenset()):
                       and isinstance(n.ctx, ast.Store)}
             for default in args.defaults + [
                     d for d in args.kw_defaults if d is not None]:
-                found |= _names(ast.Expression(default), local)
+                found |= free_names(ast.Expression(default), local)
             for decorator in getattr(node, "decorator_list", []):
-                found |= _names(ast.Expression(decorator), local)
+                found |= free_names(ast.Expression(decorator), local)
             for part in body:
-                found |= _names(ast.Module(body=[part], type_ignores=[])
+                found |= free_names(ast.Module(body=[part], type_ignores=[])
                                 if isinstance(part, ast.stmt)
                                 else ast.Expression(part), local | inner)
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load) and node.id not in local:
                 found.add(node.id)
         else:
-            found |= _names(node, local)
+            found |= free_names(node, local)
     return found
 
 
-def reachable(answer, helpers, defines=None):
-    """The indices of ``helpers`` (``[(index, tree)]``) whose definitions
-    the ``answer`` tree uses, directly or through one another.
-    ``defines`` (``{index: names}``) says which names a helper's
-    definitions count for (default: every name it defines)."""
-    defines = defines or {}
-    wanted, chosen = _names(answer), set()
-    changed = True
-    while changed:
-        changed = False
-        for index, tree in helpers:
-            names = defines.get(index)
-            names = defined(tree) if names is None else names
-            if index not in chosen and names & wanted:
-                chosen.add(index)
-                wanted |= _names(tree)
-                changed = True
-    return chosen
-
-
-def review(tree, aliases, cell=None):
+def review(tree, aliases, cell=None, label=None):
     """The constructs of ``tree`` that resolve a name at run time (see the
     module's docstring): findings for the instructor, costing nothing."""
     found = []
 
     def add(node, name):
         found.append(Finding(cell, getattr(node, "lineno", 0), name,
-                             "Python"))
+                             "Python", label))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \

@@ -22,6 +22,27 @@ def _clean(message):
     return HIDDEN_CALL.sub(r"the hidden tests of \2", message)
 
 
+NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]{1,100})'")
+AVAILABLE = ("the standard library, torch, numpy, matplotlib, "
+             "scikit-learn, tqdm and course_lib")
+
+
+def missing_package(cell):
+    """The package a student's cell failed to import (``import einops``
+    where the grading environment has none), or ``None``."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if cell.get("cell_type") != "code" or (
+            meta.get("locked") and not meta.get("solution")):
+        return None
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error" and output.get(
+                "ename") in ("ModuleNotFoundError", "ImportError"):
+            found = NO_MODULE.search(str(output.get("evalue", "")))
+            if found:
+                return found.group(1)
+    return None
+
+
 INSTRUCTOR_ONLY = "for the instructor:"
 
 

@@ -4,7 +4,11 @@ The instructor's cells always run: every nbgrader cell of the released
 notebook is present once, in the released order, with the instructor's
 source for read-only and test cells and the student's source for answer
 cells. The student's other cells (helpers, scratch work) travel with the
-nbgrader cell they followed. Each change is reported as a reason.
+nbgrader cell they followed; one that is the released notebook's own
+(unchanged text) is marked ``RELEASED``, so that nothing downstream takes
+it for the student's. Each change is reported as a reason, in terms the
+student can act on: which names an undone edit had defined that their
+code still uses, and which answers they ran after their checks.
 """
 
 import copy
@@ -15,6 +19,8 @@ import uuid
 import nbformat
 
 MAX_BYTES = 50 * 2**20
+# metadata of a cell that is the released notebook's own, unchanged
+RELEASED = "course_released"
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS"
                     r"[ \t]*\n?", re.S)
 
@@ -68,6 +74,8 @@ def repair(submitted, released):
     """``(notebook, reasons)``: ``submitted`` rebuilt on ``released``."""
     reasons = []
     anchors = [c for c in released.cells if _grade_id(c)]
+    ours = {(c.cell_type, c.source) for c in released.cells
+            if not _grade_id(c)}
     known = {_grade_id(c): c for c in anchors}
     first, order, duplicated = {}, [], set()
     segments = {None: []}
@@ -87,6 +95,9 @@ def repair(submitted, released):
                 continue  # a copy of an instructor's cell: dropped
         cell = copy.deepcopy(cell)
         cell.metadata.pop("nbgrader", None)  # never graded
+        cell.metadata.pop(RELEASED, None)  # repair alone decides it
+        if (cell.cell_type, cell.source) in ours:
+            cell.metadata[RELEASED] = True
         segments[current].append(cell)
     if not first:
         reasons.append("none of the assignment's cells were found: is "
@@ -122,9 +133,82 @@ def repair(submitted, released):
     if edited:
         reasons.append("read-only cells were edited: the instructor's "
                        f"version ran ({', '.join(edited)})")
+        reasons += _lost_names(edited, first, known, cells)
+    reasons += _out_of_order(submitted, released)
     notebook = copy.deepcopy(released)
     notebook.cells = _unique_ids(cells)
     return notebook, reasons
+
+
+def _bound(source):
+    """The names a cell's source binds at its top level."""
+    from course_lib.grading import reach, rules
+
+    tree = rules.parse(source)
+    names = set()
+    for statement in tree.body if tree is not None else ():
+        binds, _changes, imports = reach.bindings(statement)
+        names |= binds | imports
+    return names
+
+
+def _lost_names(edited, first, known, cells):
+    """A reason per restored read-only cell whose student edit defined
+    names that the student's own code (answers, added cells) still reads
+    and that the instructor's version does not define."""
+    from course_lib.grading import rules
+
+    reads = set()
+    for cell in cells:
+        if cell.cell_type == "code" and (
+                _is_answer(cell) or not _meta(cell)):
+            tree = rules.parse(cell.source)
+            if tree is not None:
+                reads |= rules.free_names(tree)
+    found = []
+    for grade_id in edited:
+        mine = first[grade_id]
+        if mine.cell_type != "code":
+            continue
+        lost = sorted((_bound(mine.source) - _bound(known[grade_id].source))
+                      & reads)
+        if lost:
+            found.append(
+                f"your edit of the read-only cell {grade_id} defined "
+                f"{', '.join(lost)}, which your code still uses: the "
+                "instructor's version ran instead, so "
+                f"{'these names are' if len(lost) > 1 else 'it is'} not "
+                "defined when graded; define them in a cell of your own")
+    return found
+
+
+def _out_of_order(submitted, released):
+    """A reason when an answer cell ran after the test cell that checks
+    it (by the execution counts the student's notebook kept): the result
+    the student saw under the test was of an earlier answer."""
+    test_of, answer = {}, None
+    for cell in released.cells:
+        if _is_answer(cell) and cell.cell_type == "code":
+            answer = _grade_id(cell)
+        elif _meta(cell).get("grade") and cell.cell_type == "code" \
+                and answer is not None:
+            test_of[answer] = _grade_id(cell)
+            answer = None
+    counts = {}
+    for cell in submitted.cells:
+        count = cell.get("execution_count")
+        grade_id = _grade_id(cell)
+        if type(count) is int and grade_id and grade_id not in counts:
+            counts[grade_id] = count
+    late = [a for a, t in test_of.items()
+            if a in counts and t in counts and counts[a] > counts[t]]
+    if not late:
+        return []
+    return ["cells ran out of order: you ran the answer after its test "
+            f"cell ({', '.join(late)}), so the result you saw under the "
+            "test was for an earlier version of your answer; the grader "
+            "runs the cells from top to bottom (use Restart Kernel and "
+            "Run All Cells before handing in)"]
 
 
 def _visible(source):

@@ -22,10 +22,17 @@ SAFE_MIMES = ("text/plain", "image/png", "image/jpeg", "image/gif",
               "application/vnd.course-result")
 REMOVED = "[grader: an output of type {mimes} was removed: it could run " \
     "in the instructor's browser]"
-# how HTML opens a tag (a name, then a space, "/" or ">"), closes one, or
-# opens a comment or a declaration, once escaped as text
+# what counts as markup taken out, once escaped as text: a tag with
+# attributes, an element HTML knows, a comment or a declaration;
+# "<bos>" or "<pad>" in a sentence about tokens is escaped like every
+# "<", but is text, not markup
 ESCAPED_TAG = re.compile(
-    r"&lt;(?:[A-Za-z][A-Za-z0-9-]*(?=[\s/]|&gt;)|/[A-Za-z]|[!?])")
+    r"&lt;(?:[A-Za-z][A-Za-z0-9-]*[\s/]|/?(?:a|abbr|area|audio|b|base|"
+    r"body|br|button|canvas|code|details|div|em|embed|font|form|frame|"
+    r"frameset|h[1-6]|head|hr|html|i|iframe|img|input|link|math|meta|"
+    r"object|p|picture|pre|script|select|source|span|strong|style|sub|"
+    r"summary|sup|svg|table|td|template|textarea|th|tr|u|video)&gt;|[!?])",
+    re.I)
 CODE = re.compile(r"<(pre|code)\b.*?</\1>", re.S)
 HREF = re.compile(r"<a href=\"([^\"]*)\"")
 # what a written answer may be once rendered: text, emphasis, lists,
@@ -79,6 +86,11 @@ def safe_data(value):
 
 
 def _student_cell(cell):
+    """Whether the student could have written ``cell``: an answer, or a
+    cell that is not the released notebook's own (``repair.RELEASED``
+    marks an unchanged one)."""
+    if cell.get("metadata", {}).get("course_released") is True:
+        return False
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return not meta.get("locked") or meta.get("solution")
 

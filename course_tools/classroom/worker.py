@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 
 from course_tools.classroom import lean
+from course_tools.classroom.feedback import AVAILABLE, missing_package
 from course_tools.classroom.repair import Unreadable, read_submission, repair
 from course_tools.classroom.text import clean_notebook
 
@@ -346,6 +347,12 @@ def _events(cell, timeout):
                          "stopped")
         elif name == "MemoryError":
             found.append("a cell ran out of memory (the kernel's limit)")
+    package = missing_package(cell)
+    if package:
+        found.append(f"a cell imports {package}, which the grading "
+                     "environment does not have (it has "
+                     f"{AVAILABLE} only): that cell stopped at "
+                     "the import")
     return found
 
 
