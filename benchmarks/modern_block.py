@@ -1,0 +1,88 @@
+"""Chapter 12's experiment: chapter 10's block turned into today's, one
+change at a time (``course_lib.ablation.LADDER``: RMSNorm, SwiGLU, RoPE,
+no bias, a warm-up schedule), each rung trained from every seed with
+chapter 10's recipe (900 steps of 16 windows of 64 characters of the
+course's prose) and judged by the held-out cross-entropy.
+
+PyTorch runs on one thread; times are the process's CPU seconds (a busy
+shared machine inflates the wall clock several times, the CPU time
+little). The record names the sources it was computed from (their
+SHA-256, ``course_lib.ablation.source_hashes``): a test fails when one of
+them changes and the record was not made again.
+
+Writes ``modern_block.latest.json`` here and the same record to
+``course_lib/data/modern_block.json``, which chapter 12 prints.
+
+    .venv/bin/python benchmarks/modern_block.py [--seeds 0 1 2]
+        [--steps 900] [--out FILE]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+from datetime import date
+from pathlib import Path
+
+import torch
+
+from course_lib import ablation
+from course_lib import language_model as lm
+
+HERE = Path(__file__).resolve().parent
+SHIPPED = HERE.parent / "course_lib" / "data" / "modern_block.json"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int,
+                        default=ablation.RECIPE["steps"])
+    parser.add_argument("--out", type=Path,
+                        default=HERE / "modern_block.latest.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    data = lm.text_data(ablation.RECIPE["held_out"])
+    rungs = []
+    for index, (name, change) in enumerate(ablation.LADDER):
+        options = ablation.rung_options(index)
+        runs = []
+        for seed in args.seeds:
+            _, run = ablation.train_rung(seed, options, data=data,
+                                         steps=args.steps)
+            runs.append({"seed": seed,
+                         "held_out_loss": round(run["held_out_loss"], 4),
+                         "final_train_loss": round(
+                             statistics.mean(run["losses"][-50:]), 4),
+                         "cpu_seconds": round(run["cpu_seconds"], 2)})
+            print(f"{name:22s} seed {seed}: held-out "
+                  f"{run['held_out_loss']:.4f} nats, "
+                  f"{run['cpu_seconds']:.1f} s CPU", flush=True)
+        losses = [r["held_out_loss"] for r in runs]
+        rungs.append({"name": name, "change": change, "options": options,
+                      "parameters": run["parameters"], "runs": runs,
+                      "held_out_mean": round(statistics.mean(losses), 4),
+                      "held_out_std": round(statistics.pstdev(losses), 4)})
+    figures = {
+        "date": date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                   f"Python {platform.python_version()}, "
+                   f"torch {torch.__version__}, 1 thread",
+        "load_average_at_start": load,
+        "recipe": dict(ablation.RECIPE, steps=args.steps),
+        "seeds": args.seeds,
+        "rungs": rungs,
+        "cpu_seconds_max": max(r["cpu_seconds"] for g in rungs
+                               for r in g["runs"]),
+        "sources": ablation.source_hashes(),
+    }
+    text = json.dumps(figures, indent=1) + "\n"
+    args.out.write_text(text)
+    if args.out.resolve() == (HERE / "modern_block.latest.json").resolve():
+        SHIPPED.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
