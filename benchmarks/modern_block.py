@@ -44,6 +44,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    # the sources as they are when the runs start
+    sources = ablation.source_hashes()
     data = lm.text_data(ablation.RECIPE["held_out"])
     rungs = []
     for index, (name, change) in enumerate(ablation.LADDER):
@@ -76,7 +78,7 @@ def main(argv=None):
         "rungs": rungs,
         "cpu_seconds_max": max(r["cpu_seconds"] for g in rungs
                                for r in g["runs"]),
-        "sources": ablation.source_hashes(),
+        "sources": sources,
     }
     text = json.dumps(figures, indent=1) + "\n"
     args.out.write_text(text)

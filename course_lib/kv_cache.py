@@ -17,11 +17,16 @@ course, and a subclass that passes ``cache`` on to ``super().forward``,
 is cached without code of its own.
 """
 
+import math
+
 import torch
 
-from course_lib._validate import require_positive_int
+from course_lib._validate import require_positive_int, require_tensor
+from course_lib.multihead import merge_heads, split_heads
+from course_lib.positional import apply_rotary
 
-__all__ = ["KVCache", "LayerCache", "kv_cache_bytes", "causal_frame"]
+__all__ = ["KVCache", "LayerCache", "kv_cache_bytes", "causal_frame",
+           "gqa_rope_step"]
 
 
 class LayerCache:
@@ -217,3 +222,44 @@ def causal_frame(N, *, valid=None, cache=None, device=None):
     positions = (seen.long().cumsum(-1) - 1).clamp(min=0)[..., P:]
     # ... and only real keys are attended to             (B, N, P + N)
     return positions, mask & seen.unsqueeze(-2)
+
+
+def gqa_rope_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o, n_heads,
+                  n_kv_heads, theta=10000.0):
+    """One cached step of causal grouped-query attention with rotary
+    positions, with explicit matrices (``X W``, no biases).
+
+    ``X_new (..., T, D)`` are ``T`` new tokens after ``P`` cached ones;
+    ``K_cache, V_cache (..., H_kv, P, d_head)`` hold the earlier tokens'
+    keys (already rotated, at positions ``0 .. P - 1``) and values.
+    ``W_q``, ``W_o`` are ``(D, D)``, ``W_k``, ``W_v`` ``(D, H_kv
+    d_head)`` with ``d_head = D / H``. The new tokens sit at positions
+    ``P .. P + T - 1``; query head ``h`` reads key/value head ``h // (H
+    / H_kv)``; new token ``t`` attends to the cached tokens and to new
+    tokens ``0 .. t``. Returns ``(Y (..., T, D), K, V (..., H_kv, P + T,
+    d_head))``, the caches with the new (rotated) keys and values.
+    """
+    require_tensor(X_new, "X_new", min_dim=2)
+    require_tensor(K_cache, "K_cache", min_dim=3)
+    H, H_kv = n_heads, n_kv_heads
+    T, D = X_new.shape[-2:]
+    P = K_cache.shape[-2]
+    # the new tokens' positions                        (T,)
+    positions = torch.arange(P, P + T, device=X_new.device)
+    # rotated queries and keys of the new tokens       (..., H or H_kv, T, d)
+    Q = apply_rotary(split_heads(X_new @ W_q, H), theta, positions)
+    K_new = apply_rotary(split_heads(X_new @ W_k, H_kv), theta, positions)
+    # the cache, then the new tokens                   (..., H_kv, P + T, d)
+    K = torch.cat([K_cache, K_new], dim=-2)
+    V = torch.cat([V_cache, split_heads(X_new @ W_v, H_kv)], dim=-2)
+    # key/value head g serves query heads g H/H_kv .. (g + 1) H/H_kv - 1
+    K_h = K.repeat_interleave(H // H_kv, dim=-3)  # (..., H, P + T, d)
+    V_h = V.repeat_interleave(H // H_kv, dim=-3)
+    # new token t sees key m when m <= P + t           (T, P + T)
+    mask = torch.ones(T, P + T, dtype=torch.bool,
+                      device=X_new.device).tril(diagonal=P)
+    # S_h = Q_h K_g^T / sqrt(d_head), masked           (..., H, T, P + T)
+    scores = Q @ K_h.transpose(-2, -1) / math.sqrt(D // H)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    # Y = Concat(softmax(S_h) V_g) W_o                 (..., T, D)
+    return merge_heads(torch.softmax(scores, dim=-1) @ V_h) @ W_o, K, V

@@ -17,8 +17,8 @@ import torch
 
 from course_lib._validate import require_positive_int
 
-__all__ = ["AdamW", "decay_groups", "warmup_cosine", "clip_grad_norm",
-           "checkpoint", "restore", "train_steps"]
+__all__ = ["AdamW", "adamw_step", "decay_groups", "warmup_cosine",
+           "clip_grad_norm", "checkpoint", "restore", "train_steps"]
 
 
 class AdamW(torch.optim.Optimizer):
@@ -51,8 +51,8 @@ class AdamW(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
-            lr, (beta1, beta2) = group["lr"], group["betas"]
-            eps, decay = group["eps"], group["weight_decay"]
+            hyper = {k: group[k] for k in ("lr", "betas", "eps",
+                                           "weight_decay")}
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -62,19 +62,33 @@ class AdamW(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 state["step"] += 1
-                t = float(state["step"])
-                m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
-                # theta <- theta (1 - lr lambda): decoupled decay
-                p.mul_(1 - lr * decay)
-                # m <- beta_1 m + (1 - beta_1) g
-                m.mul_(beta1).add_(g, alpha=1 - beta1)
-                # v <- beta_2 v + (1 - beta_2) g^2
-                v.mul_(beta2).add_(g * g, alpha=1 - beta2)
-                # m_hat = m / (1 - beta_1^t), v_hat = v / (1 - beta_2^t)
-                m_hat = m / (1 - beta1 ** t)
-                v_hat = v / (1 - beta2 ** t)
-                # theta <- theta - lr m_hat / (sqrt(v_hat) + eps)
-                p.sub_(lr * m_hat / (v_hat.sqrt() + eps))
+                new, m, v = adamw_step(p, p.grad, state["exp_avg"],
+                                       state["exp_avg_sq"],
+                                       int(state["step"]), **hyper)
+                p.copy_(new)
+                state["exp_avg"].copy_(m)
+                state["exp_avg_sq"].copy_(v)
+
+
+def adamw_step(param, grad, exp_avg, exp_avg_sq, step, *, lr,
+               betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    """One AdamW update of one parameter (the equations of
+    :class:`AdamW`), without touching its inputs: ``param``, ``grad``,
+    the moments ``exp_avg`` (``m``) and ``exp_avg_sq`` (``v``), all of
+    one shape; ``step`` is ``t`` (1 for the first update). Returns the
+    new ``(param, exp_avg, exp_avg_sq)``."""
+    beta1, beta2 = betas
+    # theta <- theta (1 - lr lambda): decoupled decay, not in the gradient
+    param = param * (1 - lr * weight_decay)
+    # m <- beta_1 m + (1 - beta_1) g
+    m = beta1 * exp_avg + (1 - beta1) * grad
+    # v <- beta_2 v + (1 - beta_2) g^2
+    v = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+    # m_hat = m / (1 - beta_1^t), v_hat = v / (1 - beta_2^t)
+    m_hat = m / (1 - beta1 ** step)
+    v_hat = v / (1 - beta2 ** step)
+    # theta <- theta - lr m_hat / (sqrt(v_hat) + eps)
+    return param - lr * m_hat / (v_hat.sqrt() + eps), m, v
 
 
 def decay_groups(model, weight_decay):

@@ -204,3 +204,28 @@ def test_bad_input():
         small(norm="batch")
     with pytest.raises(ValueError, match="max_len = 48"):
         small()(torch.zeros(1, 49, dtype=torch.long))
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gqa_rope_step_equals_the_module_with_a_cache(kv_heads, dtype):
+    """The explicit cached step (the exercise's reference) against
+    GroupedQueryAttention run on the whole sequence."""
+    from course_lib.kv_cache import gqa_rope_step
+
+    torch.manual_seed(0)
+    m = llama.GroupedQueryAttention(d_model=16, n_heads=4,
+                                    n_kv_heads=kv_heads, theta=100.0)
+    m.to(dtype)
+    X = torch.randn(2, 9, 16, dtype=dtype)
+    full = m(X, torch.ones(9, 9, dtype=torch.bool).tril())[0]
+    W = [lin.weight.T for lin in (m.W_q, m.W_k, m.W_v, m.W_o)]
+    K = torch.zeros(2, kv_heads, 0, 4, dtype=dtype)
+    V = K.clone()
+    outs = []
+    for a, b in ((0, 5), (5, 6), (6, 9)):
+        Y, K, V = gqa_rope_step(X[:, a:b], K, V, *W, 4, kv_heads, 100.0)
+        outs.append(Y)
+    tol = dict(atol=1e-12, rtol=1e-10) if dtype == torch.float64 else {}
+    torch.testing.assert_close(torch.cat(outs, 1), full, **tol)
+    assert K.shape == (2, kv_heads, 9, 4)
