@@ -53,6 +53,8 @@ CHAPTER_OF = {
     "greedy_decode": "chapter09", "input_dependence": "chapter09",
     "next_token_loss": "chapter10", "sample_top_k": "chapter10",
     "kv_attention_step": "chapter10", "induction_scores": "chapter10",
+    "rms_norm": "chapter12", "warmup_cosine": "chapter12",
+    "adamw_step": "chapter12", "gqa_rope_step": "chapter12",
 }
 
 
