@@ -11,10 +11,14 @@ SHA-256, ``course_lib.ablation.source_hashes``): a test fails when one of
 them changes and the record was not made again.
 
 Writes ``modern_block.latest.json`` here and the same record to
-``course_lib/data/modern_block.json``, which chapter 12 prints.
+``course_lib/data/modern_block.json``, which chapter 12 prints. On a
+busy machine the seeds can run as separate processes, each writing a
+part (``--out``), merged afterwards (``--merge``: the parts must have
+the same sources and steps).
 
     .venv/bin/python benchmarks/modern_block.py [--seeds 0 1 2]
         [--steps 900] [--out FILE]
+    .venv/bin/python benchmarks/modern_block.py --merge PART ...
 """
 
 import argparse
@@ -41,7 +45,13 @@ def main(argv=None):
                         default=ablation.RECIPE["steps"])
     parser.add_argument("--out", type=Path,
                         default=HERE / "modern_block.latest.json")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="parts written with --out, one per seed")
     args = parser.parse_args(argv)
+    if args.merge:
+        write(merge([json.loads(p.read_text()) for p in args.merge]),
+              args.out)
+        return
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     # the sources as they are when the runs start
@@ -80,9 +90,37 @@ def main(argv=None):
                                for r in g["runs"]),
         "sources": sources,
     }
+    write(figures, args.out)
+
+
+def merge(parts):
+    """One record from parts of the same sources and steps, with the
+    runs of every part's seeds, in the order of the seeds."""
+    first = parts[0]
+    for part in parts[1:]:
+        for key in ("sources", "recipe"):
+            if part[key] != first[key]:
+                raise SystemExit(f"the parts differ in {key}")
+    merged = dict(first, seeds=sorted(s for p in parts for s in p["seeds"]))
+    merged["load_average_at_start"] = max(
+        p["load_average_at_start"] or 0 for p in parts)
+    rungs = []
+    for index, rung in enumerate(first["rungs"]):
+        runs = sorted((run for p in parts for run in p["rungs"][index]
+                       ["runs"]), key=lambda r: r["seed"])
+        losses = [r["held_out_loss"] for r in runs]
+        rungs.append(dict(rung, runs=runs,
+                          held_out_mean=round(statistics.mean(losses), 4),
+                          held_out_std=round(statistics.pstdev(losses), 4)))
+    merged["rungs"] = rungs
+    merged["cpu_seconds_max"] = max(p["cpu_seconds_max"] for p in parts)
+    return merged
+
+
+def write(figures, out):
     text = json.dumps(figures, indent=1) + "\n"
-    args.out.write_text(text)
-    if args.out.resolve() == (HERE / "modern_block.latest.json").resolve():
+    out.write_text(text)
+    if out.resolve() == (HERE / "modern_block.latest.json").resolve():
         SHIPPED.write_text(text)
 
 
