@@ -229,3 +229,24 @@ def test_gqa_rope_step_equals_the_module_with_a_cache(kv_heads, dtype):
     tol = dict(atol=1e-12, rtol=1e-10) if dtype == torch.float64 else {}
     torch.testing.assert_close(torch.cat(outs, 1), full, **tol)
     assert K.shape == (2, kv_heads, 9, 4)
+
+
+def test_the_readme_example_runs(capsys):
+    """The README's Llama example (under "Using course_lib in another
+    course") runs as written: it trains, and the cache generates what
+    recomputation generates."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    examples = re.findall(r"```python\n(.*?)```", readme, re.S)
+    source = next(e for e in examples if "LlamaModel(" in e)
+    namespace = {}
+    exec(compile(source, "README.md", "exec"), namespace)
+    run, model, vocab = namespace["run"], namespace["model"], \
+        namespace["vocab"]
+    assert run["losses"][-1] < run["losses"][0] - 0.5
+    prompt = [vocab.encode("The attention ")]
+    assert torch.equal(gen.generate(model, prompt, max_new_tokens=40,
+                                    temperature=0, use_cache=False)[0],
+                       namespace["text"][0])
