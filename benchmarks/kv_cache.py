@@ -26,7 +26,6 @@ Writes ``kv_cache.latest.json`` here and the same record to
 """
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -38,6 +37,7 @@ import torch
 from course_lib import generation as gen
 from course_lib.complexity import fit_power_law, peak_memory_bytes
 from course_lib.language_model import LanguageModel
+from course_tools import records
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE.parent / "course_lib" / "data" / "kv_cache.json"
@@ -154,10 +154,10 @@ def main(argv=None):
         "memory": memory,
         "identity": same,
     }
-    text = json.dumps(figures, indent=1) + "\n"
-    args.out.write_text(text)
-    if args.out.resolve() == (HERE / "kv_cache.latest.json").resolve():
-        SHIPPED.write_text(text)
+    # the record names the code it was computed from (a test compares)
+    figures = records.stamp(figures, records.loaded_sources(__file__))
+    latest = args.out.resolve() == (HERE / "kv_cache.latest.json").resolve()
+    records.write(figures, args.out, *([SHIPPED] if latest else []))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ import torch
 from course_lib import induction as ind
 from course_lib import language_model as lm
 from course_lib.generation import generate
+from course_tools import records
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE.parent / "course_lib" / "data" / "language_model.json"
@@ -78,7 +79,7 @@ def text_runs(seeds):
               f"{bigram[alpha]:.3f}, {run['cpu_seconds']:.1f} s CPU",
               flush=True)
     ratios = [r["ratio_to_bigram"] for r in runs]
-    return {
+    return records.stamp({
         "recipe": lm.TEXT_RECIPE, "vocab_size": len(vocabulary),
         "train_tokens": len(train), "held_out_tokens": len(test),
         "bigram_by_alpha": {str(a): round(v, 4) for a, v in bigram.items()},
@@ -91,7 +92,8 @@ def text_runs(seeds):
         if len(ratios) > 1 else 0.0,
         "ratio_max": max(ratios),
         "cpu_seconds_max": max(r["cpu_seconds"] for r in runs),
-    }
+    }, records.loaded_sources(
+        __file__, HERE.parent / "course_lib" / "data" / "course_prose.txt"))
 
 
 def induction_runs(seeds):
@@ -137,7 +139,7 @@ def induction_runs(seeds):
               f"{r['previous_token_score']:.3f}; ablated: "
               f"{r['ablated_second_half_loss']}; "
               f"{r['cpu_seconds']:.1f} s CPU", flush=True)
-    return {
+    return records.stamp({
         "recipe": recipe, "test_sequences": len(tokens),
         "test_half_length": recipe["test_half"], "runs": runs,
         "loss_ratio_max": max(r["loss_ratio"] for r in runs),
@@ -145,7 +147,7 @@ def induction_runs(seeds):
         "other_heads_max": max(r["other_heads_max_induction"]
                                for r in runs),
         "cpu_seconds_max": max(r["cpu_seconds"] for r in runs),
-    }
+    }, records.loaded_sources(__file__))
 
 
 def main(argv=None):
@@ -173,10 +175,10 @@ def main(argv=None):
         "induction": induction_runs(args.induction_seeds)
         if args.induction_seeds else previous.get("induction"),
     }
-    text = json.dumps(figures, indent=1) + "\n"
-    args.out.write_text(text)
-    if args.out.resolve() == (HERE / "language_model.latest.json").resolve():
-        SHIPPED.write_text(text)
+    # each part names the code it was computed from (a test compares)
+    latest = (args.out.resolve()
+              == (HERE / "language_model.latest.json").resolve())
+    records.write(figures, args.out, *([SHIPPED] if latest else []))
 
 
 if __name__ == "__main__":

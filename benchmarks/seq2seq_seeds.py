@@ -21,7 +21,6 @@ package and that ``course_lib.number_words.seed_record()`` reads.
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -32,6 +31,7 @@ from pathlib import Path
 import torch
 
 from course_lib import number_words as nw
+from course_tools import records
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE.parent / "course_lib" / "data" / "seq2seq_seeds.json"
@@ -98,10 +98,11 @@ def main(argv=None):
         "wall_seconds_mean": round(statistics.mean(walls), 2),
         "wall_seconds_max": max(walls),
     }
-    text = json.dumps(figures, indent=1) + "\n"
-    args.out.write_text(text)
-    if args.out.resolve() == (HERE / "seq2seq_seeds.latest.json").resolve():
-        SHIPPED.write_text(text)
+    # the record names the code it was computed from (a test compares)
+    figures = records.stamp(figures, records.loaded_sources(__file__))
+    latest = (args.out.resolve()
+              == (HERE / "seq2seq_seeds.latest.json").resolve())
+    records.write(figures, args.out, *([SHIPPED] if latest else []))
     print(f"exact match over {len(runs)} seeds: mean "
           f"{figures['exact_match_mean']:.2%}, standard deviation "
           f"{figures['exact_match_std']:.2%}, from "

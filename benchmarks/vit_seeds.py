@@ -20,7 +20,6 @@ and that ``course_lib.vit.seed_record()`` reads.
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 import torch
 
 from course_lib import vit
+from course_tools import records
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE.parent / "course_lib" / "data" / "vit_seeds.json"
@@ -104,10 +104,10 @@ def main(argv=None):
         "wall_seconds_mean": round(statistics.mean(walls), 2),
         "wall_seconds_max": max(walls),
     }
-    text = json.dumps(figures, indent=1) + "\n"
-    args.out.write_text(text)
-    if args.out.resolve() == (HERE / "vit_seeds.latest.json").resolve():
-        SHIPPED.write_text(text)
+    # the record names the code it was computed from (a test compares)
+    figures = records.stamp(figures, records.loaded_sources(__file__))
+    latest = args.out.resolve() == (HERE / "vit_seeds.latest.json").resolve()
+    records.write(figures, args.out, *([SHIPPED] if latest else []))
     print(f"test accuracy over {len(runs)} seeds: mean "
           f"{figures['accuracy_mean']:.2%}, standard deviation "
           f"{figures['accuracy_std']:.2%}, from "

@@ -31,30 +31,67 @@ __all__ = [
 ]
 
 
-def filter_logits(logits, *, temperature=1.0, top_k=None, top_p=None):
-    """``logits (..., V) -> (..., V)`` divided by ``temperature`` (> 0),
-    with ``-inf`` for every symbol outside the ``top_k`` largest (ties
-    with the ``k``-th are kept) and outside the nucleus: the fewest
-    most likely symbols whose probabilities add up to ``top_p``."""
-    require_tensor(logits, "logits", min_dim=1)
+def _cool(logits, temperature):
+    """``logits (..., V)`` less their largest, divided by ``temperature``
+    (> 0): the same softmax as ``logits / temperature``, and a vanishing
+    temperature leaves 0 for the largest and ``-inf`` for the others
+    (greedy) rather than ``inf - inf``."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
-    # z = logits / T
-    z = logits / temperature
+    m = logits.amax(dim=-1, keepdim=True)  # (..., 1)
+    m = torch.where(m.isfinite(), m, torch.zeros_like(m))
+    d = logits - m  # (..., V), 0 for the largest
+    # z = (logits - max) / T, and 0 for the largest even when T rounds
+    # to 0 in the logits' dtype (1e-300 in float32)
+    return torch.where(d == 0, d, d / temperature)
+
+
+def _keep_top_k(z, top_k):
+    """Whether each of ``z (..., V)`` is among the ``top_k`` largest,
+    every tie of the ``k``-th largest included."""
+    require_positive_int(top_k, "top_k")
+    kth = z.topk(min(top_k, z.shape[-1]), dim=-1).values[..., -1:]
+    return z >= kth  # (..., V)
+
+
+def _keep_top_p(z, top_p):
+    """Whether each of ``z (..., V)`` is in the nucleus: the symbols
+    more likely than it hold less than ``top_p`` of the mass. Computed as
+    the mass at or below its probability exceeding ``1 - top_p``, in
+    float64, so that a sum never rounds to 1 before its end."""
+    p = torch.softmax(z.double(), dim=-1)  # (..., V)
+    p_up, _ = p.sort(dim=-1)  # ascending
+    mass_up = p_up.cumsum(-1)  # (..., V)
+    # the mass of every symbol as likely as p or less (ties together)
+    at_or_below = torch.searchsorted(p_up.contiguous(), p.contiguous(),
+                                     right=True) - 1  # (..., V)
+    mass = mass_up.gather(-1, at_or_below)
+    # the most likely symbols stay whatever the rounding
+    return (mass > 1 - top_p) | (p == p_up[..., -1:])
+
+
+def filter_logits(logits, *, temperature=1.0, top_k=None, top_p=None):
+    """``logits (..., V) -> (..., V)``: the logits less their largest,
+    divided by ``temperature`` (> 0; softmax is that of ``logits /
+    temperature``, and as the temperature vanishes it becomes the
+    argmax), with ``-inf`` for every symbol outside the ``top_k``
+    largest and outside the nucleus of ``top_p`` (in (0, 1]): the most
+    likely symbols whose probabilities reach ``top_p``, a symbol staying
+    while those more likely than it hold less than ``top_p``.
+
+    Ties are kept: a symbol as likely as the ``k``-th largest, or as the
+    last of the nucleus, stays (Hugging Face's top-k warper's rule;
+    which of several tied symbols its top-p warper keeps depends on the
+    sort). ``top_p=1`` keeps every symbol."""
+    require_tensor(logits, "logits", min_dim=1)
+    z = _cool(logits, temperature)
     if top_k is not None:
-        require_positive_int(top_k, "top_k")
-        k = min(top_k, z.shape[-1])
-        kth = z.topk(k, dim=-1).values[..., -1:]  # (..., 1)
-        z = z.masked_fill(z < kth, float("-inf"))
+        z = z.masked_fill(~_keep_top_k(z, top_k), float("-inf"))
     if top_p is not None:
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
-        z_sorted, order = z.sort(dim=-1, descending=True)  # (..., V)
-        p = torch.softmax(z_sorted, dim=-1)
-        # drop a symbol when the more likely ones already reach top_p
-        drop_sorted = (p.cumsum(-1) - p) >= top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)  # (..., V)
-        z = z.masked_fill(drop, float("-inf"))
+        if top_p < 1:
+            z = z.masked_fill(~_keep_top_p(z, top_p), float("-inf"))
     return z
 
 
@@ -64,7 +101,9 @@ def sample_next_token(logits, *, temperature=1.0, top_k=None, top_p=None,
 
     ``temperature=0`` is greedy (the argmax); otherwise a draw from
     ``softmax(filter_logits(logits, ...))`` with ``torch.multinomial``
-    and ``generator``.
+    and ``generator`` (a temperature so small that it divides the gap
+    to the largest logit past the float range is greedy too, among tied
+    largest logits a uniform draw).
     """
     require_tensor(logits, "logits", min_dim=1)
     if temperature == 0:
@@ -80,23 +119,21 @@ def sample_top_k(logits, temperature, top_k, n_samples, seed):
     """Temperature and top-k sampling, reproducible from a seed.
 
     ``logits (B, V)``; ``temperature > 0``; ``top_k`` (int or ``None``:
-    every symbol). Returns ``(probs (B, V), samples (B, n_samples))``:
-    ``probs`` the softmax of the logits divided by ``temperature`` over
-    the ``top_k`` largest (the others get probability 0), and
+    every symbol; above ``V``: every symbol). Returns ``(probs (B, V),
+    samples (B, n_samples))``: ``probs`` the softmax of the logits
+    divided by ``temperature`` over the ``top_k`` largest, every tie of
+    the ``k``-th largest included (the others get probability 0), and
     ``samples`` = ``torch.multinomial(probs, n_samples, replacement=True,
-    generator=g)`` with ``g = torch.Generator().manual_seed(seed)``.
+    generator=g)`` with ``g = torch.Generator().manual_seed(seed)``. The
+    same rule as :func:`filter_logits`: a vanishing temperature puts all
+    the probability on the largest logits.
     """
     require_tensor(logits, "logits", min_dim=2)
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
-    # z = logits / T                                   (B, V)
-    z = logits / temperature
+    # z = (logits - max) / T: the softmax of logits / T  (B, V)
+    z = _cool(logits, temperature)
     if top_k is not None:
-        require_positive_int(top_k, "top_k")
-        # the k largest stay, the others get -inf
-        kept = z.topk(min(top_k, z.shape[-1]), dim=-1).indices  # (B, k)
-        keep = torch.zeros_like(z, dtype=torch.bool).scatter(-1, kept, True)
-        z = z.masked_fill(~keep, float("-inf"))
+        # the k largest and their ties stay, the others get -inf
+        z = z.masked_fill(~_keep_top_k(z, top_k), float("-inf"))
     # p = softmax(z) over the kept symbols             (B, V)
     probs = torch.softmax(z, dim=-1)
     g = torch.Generator().manual_seed(seed)

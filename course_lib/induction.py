@@ -35,9 +35,9 @@ __all__ = [
 ]
 
 # Chapter 10's induction model (benchmarked by benchmarks/language_model.py)
-# (one head per layer: with two, both heads of layer 2 learn to copy and
-# share the work). The loss is taken on the second half only: the first
-# is random tokens, whose best loss is log V whatever the model does.
+# (one head per layer, so that each layer has one head to read). The loss
+# is taken on the second half only: the first is random tokens, whose
+# best loss is log V whatever the model does.
 # Judged on repeats of half length ``test_half``.
 INDUCTION_RECIPE = dict(d_model=64, n_heads=1, n_layers=2, vocab_size=64,
                         min_half=8, max_half=16, batch_size=32, steps=1500,

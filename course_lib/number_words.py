@@ -3,10 +3,10 @@
 teacher forcing, the training recipe and the five-seed record.
 
 Conventions (shared by every module of ``course_lib``): a batch of
-sources is ``src (B, N_s)``, digits as symbol indices padded on the right
-with ``PAD``; a batch of sentences is ``words (B, T)``, word indices
-padded with ``PAD``; the decoder's input and its labels are ``(B, T +
-1)``. Symbol indices are int64.
+sources is ``src (B, N_s)``, digits as symbol indices right-aligned
+(padded with ``PAD`` on the left); a batch of sentences is ``words (B,
+T)``, word indices padded with ``PAD`` on the right; the decoder's
+input and its labels are ``(B, T + 1)``. Symbol indices are int64.
 """
 
 import json

@@ -25,7 +25,7 @@ from course_lib.positional import LearnedPositionalEmbedding
 
 __all__ = ["DecoderLayer", "TransformerDecoder", "Transformer",
            "Seq2SeqTransformer", "decoder_masks", "greedy_decode",
-           "input_dependence"]
+           "input_dependence", "decoding_work"]
 
 
 class DecoderLayer(nn.Module):
@@ -266,7 +266,9 @@ def decoder_masks(src, tgt, *, pad_id):
     """The masks of a batch: ``(source_mask, target_mask)``.
 
     ``src (B, N_s)`` and ``tgt (B, N_t)`` are symbol indices, padded with
-    ``pad_id`` on the right. ``source_mask (B, 1, N_s)`` is ``True`` on
+    ``pad_id`` on either side (chapter 9 right-aligns its sources, padding
+    them on the left, and pads its targets on the right); only the
+    source's padding is masked. ``source_mask (B, 1, N_s)`` is ``True`` on
     the real source tokens (the keys the encoder's self-attention and the
     cross-attention may read); ``target_mask (N_t, N_t)`` is causal,
     ``True`` where key ``m <= n`` (query ``n`` sees no later token).
@@ -426,3 +428,34 @@ def input_dependence(model, src, tgt):
             # D[n, m]: some logit of position n moved
             D[:, m] = moved.amax(dim=(0, 2)) > 1e-6
     return D
+
+
+CACHES = ("none", "memory", "memory+kv")
+
+
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    """The token rows greedy decoding sends through the layers, for one
+    source of ``n_source`` tokens and ``n_new`` generated tokens (no row
+    finishing early): ``(encoder_rows, decoder_rows)``, ints, each the
+    sum over the layers of that stack of the rows a layer computes.
+
+    ``cache``: ``"none"`` as :func:`greedy_decode` (every step runs the
+    whole model on the source and the prefix, ``<bos>`` included);
+    ``"memory"`` (the encoder's output kept: the encoder runs once);
+    ``"memory+kv"`` (also every decoder layer's keys and values: a step
+    feeds the newest token only).
+    """
+    for name, value in (("n_source", n_source), ("n_new", n_new),
+                        ("n_encoder_layers", n_encoder_layers),
+                        ("n_decoder_layers", n_decoder_layers)):
+        require_positive_int(value, name)
+    if cache not in CACHES:
+        raise ValueError(f"cache must be one of {CACHES}, got {cache!r}")
+    # step t = 1..n_new runs the decoder on a prefix of t tokens
+    # (<bos> and the t - 1 written so far): sum_t t = n (n + 1) / 2
+    encoder_runs = n_new if cache == "none" else 1
+    decoder_rows = n_new if cache == "memory+kv" \
+        else n_new * (n_new + 1) // 2
+    return (encoder_runs * n_source * n_encoder_layers,
+            decoder_rows * n_decoder_layers)

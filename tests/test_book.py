@@ -545,6 +545,20 @@ def test_page_in_a_browser(page, server, name):
 
 # A laptop's window and a phone's.
 WIDTHS = (1280, 400)
+# Pages whose printed outputs or tables were wider than a 1280 px column
+# when the width check was extended to them; a page leaves the list when
+# its outputs fit (chapter 9 and 10's do: their cells print lines of at
+# most 79 characters).
+OUTPUTS_NOT_YET_FITTED = {
+    "chapters/01_attention_coefficients/attention_coefficients",
+    "chapters/02_self_attention/self_attention",
+    "chapters/03_multi_head_attention/multi_head_attention",
+    "chapters/04_transformer_layers/transformer_layers",
+    "chapters/05_complexity/complexity",
+    "chapters/06_positional_encoding/positional_encoding",
+    "chapters/07_vision_transformer/vision_transformer",
+    "chapters/08_linear_attention/linear_attention",
+}
 
 # What is cut off: every math, code or table block whose content reaches
 # beyond a box that hides its overflow (or scrolls it out of reach, on
@@ -627,10 +641,14 @@ CUT_OFF = r"""() => {
     return problems;
 }"""
 
-# At a laptop's width, a display equation and a cell's code (lines of at
-# most 79 characters) fit the column: they do not even scroll.
-SCROLLS = r"""() => Array.from(document.querySelectorAll(
-        'article div.math mjx-container, article div.cell_input pre'))
+# At a laptop's width, a display equation, a cell's code (lines of at
+# most 79 characters), what a cell prints and a table fit the column:
+# they do not even scroll. (Outputs and tables of the pages in
+# OUTPUTS_NOT_YET_FITTED are not checked yet: each printed a line wider
+# than its column when the check was added.)
+SCROLLS = r"""(outputs) => Array.from(document.querySelectorAll(
+        'article div.math mjx-container, article div.cell_input pre'
+        + (outputs ? ', article div.cell_output pre, article table' : '')))
     .filter(e => e.scrollWidth > e.clientWidth + 1)
     .map(e => {
         const section = e.closest('section');
@@ -653,7 +671,7 @@ def test_nothing_is_cut_off(page, server, name, width):
     problems = page.evaluate(CUT_OFF)
     assert not problems, (f"at {width} px:\n" + "\n".join(problems[:10]))
     if width == WIDTHS[0]:
-        wide = page.evaluate(SCROLLS)
+        wide = page.evaluate(SCROLLS, name not in OUTPUTS_NOT_YET_FITTED)
         assert not wide, (f"at {width} px, break these lines:\n"
                           + "\n".join(wide[:10]))
     if width != WIDTHS[0]:

@@ -32,12 +32,14 @@ def prompts(count, seed, low=1, high=9):
 
 def test_filter_logits_temperature_top_k_top_p(dtype):
     logits = torch.log(torch.tensor([[0.5, 0.25, 0.15, 0.1]], dtype=dtype))
+    # less the largest (the same softmax), divided by the temperature
     torch.testing.assert_close(gen.filter_logits(logits, temperature=2.0),
-                               logits / 2)
+                               (logits - logits.max()) / 2)
     kept = gen.filter_logits(logits, top_k=2).isfinite()
     assert kept.tolist() == [[True, True, False, False]]
-    # the nucleus: the fewest symbols whose mass reaches top_p
-    for top_p, count in [(0.5, 1), (0.6, 2), (0.75, 2), (0.76, 3),
+    # the nucleus: the fewest symbols whose mass reaches top_p (a top_p
+    # equal to a partial sum, 0.75 here, is at the mercy of rounding)
+    for top_p, count in [(0.5, 1), (0.6, 2), (0.7499, 2), (0.7501, 3),
                          (1.0, 4)]:
         z = gen.filter_logits(logits, top_p=top_p)
         assert int(z.isfinite().sum()) == count, top_p
@@ -49,6 +51,98 @@ def test_filter_logits_temperature_top_k_top_p(dtype):
     tied = torch.tensor([1.0, 2.0, 2.0, 0.0], dtype=dtype)
     assert int(gen.filter_logits(tied, top_k=2).isfinite().sum()) == 2
     assert int(gen.filter_logits(tied, top_k=1).isfinite().sum()) == 2
+
+
+def warped(logits, top_k=None, top_p=None):
+    """Hugging Face's warpers on ``logits (B, V)``: what is kept."""
+    hf = pytest.importorskip("transformers.generation.logits_process")
+    ids = torch.zeros(logits.shape[0], 1, dtype=torch.long)
+    if top_k is not None:
+        logits = hf.TopKLogitsWarper(top_k)(ids, logits)
+    if top_p is not None and top_p < 1:  # generate adds none at top_p = 1
+        logits = hf.TopPLogitsWarper(top_p)(ids, logits)
+    return logits.isfinite()
+
+
+def test_filter_logits_keeps_what_hugging_faces_warpers_keep():
+    """Random logits without ties, in float64 so that Hugging Face's
+    cumulative sums hold (ours are float64 whatever the dtype): the same
+    symbols kept in every case but those whose cumulative mass lies
+    within 1e-6 of the threshold (float32 logits move it that much)."""
+    g = torch.Generator().manual_seed(0)
+    compared = 0
+    for case in range(600):
+        V = int(torch.randint(2, 60, (), generator=g))
+        scale = [0.1, 1.0, 5.0, 20.0][case % 4]
+        logits = torch.randn(3, V, generator=g, dtype=torch.float64) * scale
+        top_k = [None, 1, 3, 100][case % 7 % 4]
+        top_p = [None, 0.1, 0.5, 0.9, 0.99, 1.0][case % 6]
+        probs = (logits if top_k is None else gen.filter_logits(
+            logits, top_k=top_k)).softmax(-1).sort(-1).values.cumsum(-1)
+        if top_p is not None and top_p < 1 and bool(
+                ((probs - (1 - top_p)).abs() < 1e-6).any()):
+            continue
+        for dtype in (torch.float32, torch.float64):
+            ours = gen.filter_logits(logits.to(dtype), top_k=top_k,
+                                     top_p=top_p).isfinite()
+            assert torch.equal(ours, warped(logits, top_k, top_p)), (
+                case, top_k, top_p, dtype)
+        compared += 1
+    assert compared > 570
+
+
+def test_top_p_of_one_keeps_every_symbol(dtype):
+    """A sum of float32 probabilities reaches 1 before its end; top_p = 1
+    keeps every symbol all the same, and a top_p just below 1 keeps all
+    but the symbols whose mass is below 1 - top_p."""
+    logits = torch.tensor([[20.0, 0.0, 0.0, -1.0]], dtype=dtype)
+    assert bool(gen.filter_logits(logits, top_p=1.0).isfinite().all())
+    g = torch.Generator().manual_seed(1)
+    many = torch.randn(400, 50, generator=g).to(dtype) * 8
+    assert bool(gen.filter_logits(many, top_p=1.0).isfinite().all())
+    p = torch.tensor([[0.6, 0.3, 0.09995, 0.00005]], dtype=torch.float64)
+    for top_p, last in [(0.9999, False), (0.99996, True)]:
+        kept = gen.filter_logits(p.log().to(dtype), top_p=top_p)
+        assert kept.isfinite().tolist() == [[True, True, True, last]]
+
+
+def test_one_tie_rule_for_filter_logits_and_sample_top_k(dtype):
+    """Every tie of the k-th largest logit stays, in both; ties at the
+    edge of the nucleus stay together."""
+    tied = torch.tensor([[1.0, 2.0, 2.0, 0.0, 2.0]], dtype=dtype)
+    for k in (1, 2, 3):
+        kept = gen.filter_logits(tied, top_k=k).isfinite()
+        probs, _ = gen.sample_top_k(tied, 1.0, k, 4, seed=0)
+        assert kept.tolist() == [[False, True, True, False, True]], k
+        assert torch.equal(probs > 0, kept), k
+        torch.testing.assert_close(
+            probs, torch.tensor([[0, 1, 1, 0, 1]], dtype=dtype) / 3)
+    assert int(gen.filter_logits(tied, top_k=4).isfinite().sum()) == 4
+    # three symbols of 0.25 and two of 0.125: the nucleus of 0.3 holds
+    # the first two tied ones, so their third tie too
+    p = torch.tensor([[0.25, 0.125, 0.25, 0.125, 0.25]], dtype=dtype)
+    assert gen.filter_logits(p.log(), top_p=0.3).isfinite().tolist() == [
+        [True, False, True, False, True]]
+
+
+def test_a_vanishing_temperature_is_greedy(dtype):
+    """1e-40 is below float32's smallest normal number: dividing the
+    logits by it overflows, and the draw is the argmax (a uniform draw
+    among tied largest logits), as at temperature 0."""
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(50, V, generator=g).to(dtype)
+    for t in (1e-40, 1e-300, 1e-6):
+        draws = gen.sample_next_token(logits, temperature=t, generator=g,
+                                      top_k=5, top_p=0.9)
+        assert torch.equal(draws, logits.argmax(-1)), t
+        probs, samples = gen.sample_top_k(logits, t, None, 7, seed=0)
+        assert torch.equal(samples, logits.argmax(-1, keepdim=True)
+                           .expand(-1, 7)), t
+        assert bool(probs.isfinite().all())
+    tied = torch.tensor([[0.0, 3.0, 3.0]], dtype=dtype).expand(2000, 3)
+    draws = gen.sample_next_token(tied, temperature=1e-40, generator=g)
+    share = float((draws == 1).double().mean())
+    assert set(draws.tolist()) == {1, 2} and 0.45 < share < 0.55
 
 
 def test_sampling_follows_the_distribution_and_the_generator():

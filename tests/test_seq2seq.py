@@ -15,6 +15,7 @@ from course_lib.seq2seq import (
     Transformer,
     TransformerDecoder,
     decoder_masks,
+    decoding_work,
     greedy_decode,
     input_dependence,
 )
@@ -231,6 +232,46 @@ def test_greedy_decode_stops_each_row_and_pads():
     out = greedy_decode(model, src[:2], bos_id=1, eos_id=2, pad_id=0,
                         max_len=6)
     assert out.tolist() == [[4, 5, 2], [7, 2, 0]] and model.calls == 3
+
+
+@pytest.mark.parametrize("n_new, n_enc, n_dec", [(1, 1, 1), (5, 2, 3)])
+def test_decoding_work_counts_the_rows_greedy_decode_computes(n_new, n_enc,
+                                                              n_dec):
+    """The rows every encoder and decoder layer sees while greedy_decode
+    writes n_new tokens (none of them <eos>), counted with hooks."""
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(src_vocab_size=9, tgt_vocab_size=7,
+                               max_len=8, d_model=8, n_heads=2, d_ff=16,
+                               n_encoder_layers=n_enc,
+                               n_decoder_layers=n_dec).eval()
+    with torch.no_grad():
+        model.output.bias[2] = -1e9  # <eos> is never the most likely
+    rows = {"encoder": 0, "decoder": 0}
+
+    def counter(stack):
+        def hook(module, args, output):
+            rows[stack] += args[0].shape[-2] * args[0].shape[0]
+        return hook
+
+    for layer in model.transformer.encoder.layers:
+        layer.register_forward_hook(counter("encoder"))
+    for layer in model.transformer.decoder.layers:
+        layer.register_forward_hook(counter("decoder"))
+    src = torch.tensor([[0, 0, 3, 4, 5, 6]])  # 6 source tokens, 2 padding
+    with torch.no_grad():
+        out = greedy_decode(model, src, bos_id=1, eos_id=2, pad_id=0,
+                            max_len=n_new)
+    assert out.shape == (1, n_new)
+    assert (rows["encoder"], rows["decoder"]) == decoding_work(
+        6, n_new, n_enc, n_dec)
+    memory = decoding_work(6, n_new, n_enc, n_dec, cache="memory")
+    kv = decoding_work(6, n_new, n_enc, n_dec, cache="memory+kv")
+    assert memory == (6 * n_enc, rows["decoder"])
+    assert kv == (6 * n_enc, n_new * n_dec)
+    with pytest.raises(ValueError, match="cache must be one of"):
+        decoding_work(6, n_new, n_enc, n_dec, cache="kv")
+    with pytest.raises(ValueError, match="n_new"):
+        decoding_work(6, 0, n_enc, n_dec)
 
 
 def test_greedy_decode_agrees_with_teacher_forcing():

@@ -51,6 +51,7 @@ CHAPTER_OF = {
     "favor_plus_features": "chapter08", "local_attention_mask": "chapter08",
     "teacher_forcing": "chapter09", "DecoderLayer": "chapter09",
     "greedy_decode": "chapter09", "input_dependence": "chapter09",
+    "decoding_work": "chapter09",
     "next_token_loss": "chapter10", "sample_top_k": "chapter10",
     "kv_attention_step": "chapter10", "induction_scores": "chapter10",
     "rms_norm": "chapter12", "warmup_cosine": "chapter12",

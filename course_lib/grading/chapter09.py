@@ -512,5 +512,75 @@ INPUT_DEPENDENCE = Exercise(
                      "compare the model's logits."),
 )
 
+# ------------------------------------------------------ decoding work
+
+
+def _work_with(n_source, n_new, n_enc, n_dec, *, cache="none",
+               encoder_once=False, without_bos=False, one_layer=False,
+               kv_spares_nothing=False):
+    """The work of greedy decoding with one thing changed."""
+    encoder_runs = 1 if cache != "none" or encoder_once else n_new
+    if cache == "memory+kv" and not kv_spares_nothing:
+        decoder_rows = n_new
+    elif without_bos:
+        decoder_rows = n_new * (n_new - 1) // 2
+    else:
+        decoder_rows = n_new * (n_new + 1) // 2
+    if one_layer:
+        n_enc = n_dec = 1
+    return encoder_runs * n_source * n_enc, decoder_rows * n_dec
+
+
+def _wrong_work(name, advice, **options):
+    return Misconception(name, advice,
+                         lambda *a, **k: _work_with(*a, **k, **options))
+
+
+def work_cases(specs):
+    """One case per ``(label, n_source, n_new, n_enc, n_dec, cache)``."""
+    return [Case(label, (n_source, n_new, n_enc, n_dec),
+                 kwargs=dict(cache=cache))
+            for label, n_source, n_new, n_enc, n_dec, cache in specs]
+
+
+DECODING_WORK = Exercise(
+    name="decoding_work",
+    reference=ref.decoding_work,
+    outputs=("encoder_rows", "decoder_rows"),
+    visible=lambda: work_cases([
+        ("6 digits, 10 words, 2 + 2 layers, no cache", 6, 10, 2, 2,
+         "none"),
+        ("5 source tokens, 3 new, 1 + 4 layers, the memory kept", 5, 3, 1,
+         4, "memory"),
+        ("7 source tokens, 4 new, 3 + 2 layers, memory and keys and "
+         "values kept", 7, 4, 3, 2, "memory+kv"),
+        ("4 source tokens, 1 new, 2 + 1 layers, no cache", 4, 1, 2, 1,
+         "none"),
+    ]),
+    misconceptions=(
+        _wrong_work(
+            "the encoder counted once although nothing is kept",
+            "greedy_decode calls model(src, prefix) at every step, and "
+            "the model runs its encoder on the source each time.",
+            encoder_once=True),
+        _wrong_work(
+            "the prefix counted without <bos>",
+            "step t reads <bos> and the t - 1 tokens written before it: "
+            "t rows, 1 at the first step.", without_bos=True),
+        _wrong_work(
+            "one layer per stack",
+            "every layer of a stack computes the rows it is given: "
+            "multiply by the number of layers.", one_layer=True),
+        _wrong_work(
+            "the keys and values kept spare nothing",
+            "with every decoder layer's keys and values kept, a step "
+            "feeds only the newest token: one row per layer.",
+            kv_spares_nothing=True),
+    ),
+    forbidden_reference=(ref.decoding_work,),
+    shortcut_advice="Derive the counts; course_lib's decoding_work is not "
+                    "allowed.",
+)
+
 EXERCISES = (TEACHER_FORCING, DECODER_LAYER, GREEDY_DECODE,
-             INPUT_DEPENDENCE)
+             INPUT_DEPENDENCE, DECODING_WORK)

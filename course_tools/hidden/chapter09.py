@@ -11,6 +11,7 @@ from course_lib.grading.chapter09 import (
     decoder_cases,
     dependence_cases,
     forcing_cases,
+    work_cases,
 )
 from course_lib.grading.common import F32, F64
 
@@ -54,4 +55,13 @@ HIDDEN = {
         ("a causal model, one position", "causal", 3, 1, 5),
         ("a random pattern, 7 positions", "random", 4, 7, 11),
     ], seed=990),
+    "decoding_work": lambda: work_cases([
+        ("6 digits, 1 word, 2 + 2 layers, no cache", 6, 1, 2, 2, "none"),
+        ("3 source tokens, 9 new, 4 + 1 layers, no cache", 3, 9, 4, 1,
+         "none"),
+        ("12 source tokens, 20 new, 6 + 6 layers, the memory kept", 12,
+         20, 6, 6, "memory"),
+        ("2 source tokens, 30 new, 1 + 3 layers, memory and keys and "
+         "values kept", 2, 30, 1, 3, "memory+kv"),
+    ]),
 }

@@ -6,6 +6,7 @@ CHAPTER_OF = {
     "DecoderLayer": "09_encoder_decoder",
     "greedy_decode": "09_encoder_decoder",
     "input_dependence": "09_encoder_decoder",
+    "decoding_work": "09_encoder_decoder",
 }
 
 # A decoder layer on course_lib's parts whose forward is filled in.
@@ -222,6 +223,31 @@ def input_dependence(model, src, tgt):
     return torch.stack(columns, dim=1)
 '''),
     ],
+    "decoding_work": [
+        ("sums written out", '''
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    encoder = n_source * n_encoder_layers
+    if cache == "none":
+        encoder *= n_new
+    if cache == "memory+kv":
+        decoder = n_new * n_decoder_layers
+    else:
+        decoder = n_decoder_layers * sum(range(1, n_new + 1))
+    return encoder, decoder
+'''),
+        ("a loop over the steps", '''
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    enc = dec = 0
+    for t in range(1, n_new + 1):
+        if cache == "none" or t == 1:
+            enc += n_source * n_encoder_layers
+        rows = 1 if cache == "memory+kv" else t
+        dec += rows * n_decoder_layers
+    return enc, dec
+'''),
+    ],
 }
 
 # --------------------------------------------------------- misconceptions
@@ -373,6 +399,34 @@ def input_dependence(model, src, tgt):
         D[:, m] = (model(src, tgt) - base).abs().amax(dim=(0, 2)) > 1e-6
     return D
 '''),
+    ],    "decoding_work": [
+        ("the encoder counted once although nothing is kept", '''
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    dec = n_new if cache == "memory+kv" else n_new * (n_new + 1) // 2
+    return n_source * n_encoder_layers, dec * n_decoder_layers
+'''),
+        ("the prefix counted without <bos>", '''
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    runs = n_new if cache == "none" else 1
+    dec = n_new if cache == "memory+kv" else n_new * (n_new - 1) // 2
+    return runs * n_source * n_encoder_layers, dec * n_decoder_layers
+'''),
+        ("one layer per stack", '''
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    runs = n_new if cache == "none" else 1
+    dec = n_new if cache == "memory+kv" else n_new * (n_new + 1) // 2
+    return runs * n_source, dec
+'''),
+        ("the keys and values kept spare nothing", '''
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    runs = n_new if cache == "none" else 1
+    dec = n_new * (n_new + 1) // 2
+    return runs * n_source * n_encoder_layers, dec * n_decoder_layers
+'''),
     ],
 }
 
@@ -380,6 +434,13 @@ def input_dependence(model, src, tgt):
 # (label, exercise, source, what the message must say)
 
 CHEATS = [
+    ("course_lib's decoding_work", "decoding_work", '''
+from course_lib import seq2seq as _s
+def decoding_work(n_source, n_new, n_encoder_layers, n_decoder_layers, *,
+                  cache="none"):
+    return _s.decoding_work(n_source, n_new, n_encoder_layers,
+                            n_decoder_layers, cache=cache)
+''', "course_lib's decoding_work"),
     ("course_lib's input_dependence", "input_dependence", '''
 from course_lib.seq2seq import input_dependence as _measure
 def input_dependence(model, src, tgt):
