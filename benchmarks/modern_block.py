@@ -6,9 +6,9 @@ course's prose) and judged by the held-out cross-entropy.
 
 PyTorch runs on one thread; times are the process's CPU seconds (a busy
 shared machine inflates the wall clock several times, the CPU time
-little). The record names the sources it was computed from (their
-SHA-256, ``course_lib.ablation.source_hashes``): a test fails when one of
-them changes and the record was not made again.
+little). The record names the sources it was computed from
+(``course_tools.records``, taken as the runs start): a test fails when
+one of them changes and the record was not made again.
 
 Writes ``modern_block.latest.json`` here and the same record to
 ``course_lib/data/modern_block.json``, which chapter 12 prints. On a
@@ -33,9 +33,17 @@ import torch
 
 from course_lib import ablation
 from course_lib import language_model as lm
+from course_tools import records
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE.parent / "course_lib" / "data" / "modern_block.json"
+PROSE = HERE.parent / "course_lib" / "data" / "course_prose.txt"
+
+
+def sources():
+    """The digests of what the runs are computed from: this script, the
+    ``course_lib`` modules it loaded and the prose it trains on."""
+    return records.fingerprint(records.loaded_sources(__file__, PROSE))
 
 
 def main(argv=None):
@@ -55,7 +63,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     # the sources as they are when the runs start
-    sources = ablation.source_hashes()
+    stamp = sources()
     data = lm.text_data(ablation.RECIPE["held_out"])
     rungs = []
     for index, (name, change) in enumerate(ablation.LADDER):
@@ -88,7 +96,7 @@ def main(argv=None):
         "rungs": rungs,
         "cpu_seconds_max": max(r["cpu_seconds"] for g in rungs
                                for r in g["runs"]),
-        "sources": sources,
+        records.KEY: stamp,
     }
     write(figures, args.out)
 
@@ -118,10 +126,8 @@ def merge(parts):
 
 
 def write(figures, out):
-    text = json.dumps(figures, indent=1) + "\n"
-    out.write_text(text)
-    if out.resolve() == (HERE / "modern_block.latest.json").resolve():
-        SHIPPED.write_text(text)
+    latest = out.resolve() == (HERE / "modern_block.latest.json").resolve()
+    records.write(figures, out, *([SHIPPED] if latest else []))
 
 
 if __name__ == "__main__":
