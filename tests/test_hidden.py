@@ -67,3 +67,56 @@ def test_every_salt_draws_kinds_the_visible_cases_show(name):
         drawn = set().union(*(kinds(spec, c)
                               for c in hidden.cases(name, salt=salt)))
         assert drawn <= shown, (name, salt, sorted(drawn - shown))
+
+
+def _shapes(value):
+    """The tensor shapes in what a kernel gets, in order."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [tuple(value.shape)]
+    if isinstance(value, dict):
+        return [s for k in sorted(value, key=str) for s in _shapes(value[k])]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _shapes(v)]
+    return []
+
+
+# exercises whose contract fixes every size: nothing to draw
+FIXED_SIZES = {
+    # chapter 5's answers take sizes as numbers, never tensors (the sizes
+    # themselves are drawn); fit_power_law's points are drawn values
+    "attention_flops": "sizes are numbers, drawn; no tensor",
+    "crossover_length": "sizes are numbers, drawn; no tensor",
+    "decoding_flops": "sizes are numbers, drawn; no tensor",
+    "attention_memory_bytes": "sizes are numbers, drawn; no tensor",
+    "vit_parameter_count": "sizes are numbers, drawn; no tensor",
+    "causal_mask": "takes a size, drawn; no tensor input",
+    "decoding_mask": "takes sizes, drawn; no tensor input",
+    "local_attention_mask": "takes sizes, drawn; no tensor input",
+    "sinusoidal_encoding": "takes sizes, drawn; no tensor input",
+    "relative_position_matrix": "takes sizes, drawn; no tensor input",
+    "length_for_self_weight": "takes numbers, drawn; no tensor input",
+    "fit_power_law": "the law's points: lengths fixed by the contract",
+}
+
+
+def _chapters_1_to_8():
+    import importlib
+
+    return sorted(
+        name for n in range(1, 9)
+        for name in importlib.import_module(
+            f"course_tools.hidden.chapter{n:02d}").HIDDEN)
+
+
+@pytest.mark.parametrize("name", _chapters_1_to_8())
+def test_two_salts_give_other_hidden_sizes(name):
+    if name in FIXED_SIZES:
+        pytest.skip(FIXED_SIZES[name])
+    spec = EXERCISES[name]
+    shapes = [[_shapes(payload(spec, c))
+               for c in hidden.cases(name, salt=salt)] for salt in SALTS]
+    assert any(s != shapes[0] for s in shapes[1:]), (
+        f"{name}: every hidden case has the same tensor shapes "
+        "for every salt")
