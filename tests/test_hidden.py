@@ -67,3 +67,64 @@ def test_every_salt_draws_kinds_the_visible_cases_show(name):
         drawn = set().union(*(kinds(spec, c)
                               for c in hidden.cases(name, salt=salt)))
         assert drawn <= shown, (name, salt, sorted(drawn - shown))
+
+
+def _shapes(value):
+    """The tensor (and array) shapes in what a kernel gets, in order."""
+    import numpy
+    import torch
+
+    if isinstance(value, (torch.Tensor, numpy.ndarray)):
+        return [tuple(value.shape)]
+    if isinstance(value, dict):
+        return [s for k in sorted(value, key=str) for s in _shapes(value[k])]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _shapes(v)]
+    return []
+
+
+# exercises whose contract hands the answer no tensor: the sizes are the
+# numbers it takes, and test_two_salts_give_other_hidden_inputs asserts
+# that the salt draws them
+NO_TENSOR = {
+    "attention_flops": "takes sizes as numbers",
+    "crossover_length": "takes sizes as numbers",
+    "decoding_flops": "takes sizes as numbers",
+    "attention_memory_bytes": "takes sizes as numbers",
+    "vit_parameter_count": "takes sizes as numbers",
+    "causal_mask": "takes a length",
+    "decoding_mask": "takes two lengths",
+    "local_attention_mask": "takes a length and a window",
+    "sinusoidal_encoding": "takes a length and d_model",
+    "relative_position_matrix": "takes an offset and d_model",
+    "length_for_self_weight": "takes p, N and a cosine",
+}
+
+
+def _chapters_1_to_8():
+    import importlib
+
+    return sorted(
+        name for n in range(1, 9)
+        for name in importlib.import_module(
+            f"course_tools.hidden.chapter{n:02d}").HIDDEN)
+
+
+@pytest.mark.parametrize("name", _chapters_1_to_8())
+def test_two_salts_give_other_hidden_sizes(name):
+    """Per exercise of chapters 1 to 8, some hidden case's tensors change
+    shape with the salt (or the answer takes no tensor at all)."""
+    spec = EXERCISES[name]
+    shapes = [[_shapes(payload(spec, c))
+               for c in hidden.cases(name, salt=salt)] for salt in SALTS]
+    if name in NO_TENSOR:
+        assert not any(map(any, shapes)), (
+            f"{name} takes a tensor: draw its sizes, do not list it")
+        return
+    assert any(s != shapes[0] for s in shapes[1:]), (
+        f"{name}: every hidden case has the same tensor shapes "
+        "for every salt")
+
+
+def test_the_exercises_without_tensors_are_of_chapters_1_to_8():
+    assert set(NO_TENSOR) <= set(_chapters_1_to_8())

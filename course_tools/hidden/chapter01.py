@@ -12,6 +12,11 @@ from course_lib.grading.common import F64, draw, draw_float, randn
 from course_lib.grading.engine import Case
 
 
+def _n(low, high, seed):
+    """A size in ``[low, high]``, drawn with the salt."""
+    return draw(low, high, seed=seed)
+
+
 def _softmax_cases_hidden():
     far_apart = torch.tensor([[1000.0, 999.0, 998.0],
                               [-1000.0, -999.0, -1001.0]]) + randn(
@@ -19,44 +24,53 @@ def _softmax_cases_hidden():
     with_inf = randn(2, 3, seed=17)
     with_inf[0, 1] = with_inf[1, 0] = -math.inf
     return [
-        Case("a (2, 3, 6) batch in float64",
-             (randn(2, 3, 6, seed=12, dtype=F64, scale=3),)),
-        Case("a (4, 5) input with dim=0", (randn(4, 5, seed=13),),
-             {"dim": 0}),
-        Case("a (2, 5, 3) input with dim=1", (randn(2, 5, 3, seed=14),),
+        Case("a batch with two batch axes in float64",
+             (randn(_n(2, 3, 101), _n(2, 3, 102), _n(4, 6, 103), seed=12,
+                    dtype=F64, scale=3),)),
+        Case("a matrix with dim=0",
+             (randn(_n(3, 4, 104), _n(3, 5, 105), seed=13),), {"dim": 0}),
+        Case("a 3-axis input with dim=1",
+             (randn(2, _n(3, 5, 106), _n(2, 3, 107), seed=14),),
              {"dim": 1}),
         Case("rows whose maxima are far apart (1000 and -999)",
              (far_apart,)),
         Case("logits of -inf (masked entries)", (with_inf,)),
         Case("large random logits in float32",
-             (randn(3, 8, seed=15, scale=200.0),)),
+             (randn(_n(2, 3, 108), _n(5, 8, 109), seed=15,
+                    scale=200.0),)),
     ]
 
 
 def _coefficient_cases_hidden():
     return [
-        Case("a (2, 5, 4) batch in float64",
-             (randn(2, 5, 4, seed=22, dtype=F64),)),
-        Case("a (3, 2, 4, 3) input (two batch dimensions)",
-             (randn(3, 2, 4, 3, seed=23),)),
-        Case("tokens with large norms", (randn(5, 6, seed=24, scale=8.0),)),
-        Case("a single token", (randn(1, 4, seed=25),)),
+        Case("a batch in float64",
+             (randn(2, _n(3, 5, 111), _n(3, 4, 112), seed=22,
+                    dtype=F64),)),
+        Case("an input with two batch dimensions",
+             (randn(_n(2, 3, 113), 2, _n(3, 4, 114), 3, seed=23),)),
+        Case("tokens with large norms",
+             (randn(_n(3, 5, 115), _n(4, 6, 116), seed=24, scale=8.0),)),
+        Case("a single token", (randn(1, _n(3, 4, 117), seed=25),)),
         Case("tokens with tiny variance",
-             (1.0 + randn(4, 3, seed=26, dtype=F64, scale=1e-4),)),
+             (1.0 + randn(_n(3, 4, 118), 3, seed=26, dtype=F64,
+                          scale=1e-4),)),
     ]
 
 
 def _simple_cases_hidden():
     return [
-        Case("a (2, 5, 4) batch in float64",
-             (randn(2, 5, 4, seed=32, dtype=F64),)),
-        Case("a (3, 2, 6, 3) input (two batch dimensions)",
-             (randn(3, 2, 6, 3, seed=33),)),
-        Case("tokens with large norms", (randn(5, 6, seed=34, scale=8.0),)),
-        Case("a (3, 3, 3) batch (B = N = D, where X.T raises no error)",
-             (randn(3, 3, 3, seed=36),)),
+        Case("a batch in float64",
+             (randn(2, _n(3, 5, 121), _n(3, 4, 122), seed=32,
+                    dtype=F64),)),
+        Case("an input with two batch dimensions",
+             (randn(_n(2, 3, 123), 2, _n(4, 6, 124), 3, seed=33),)),
+        Case("tokens with large norms",
+             (randn(_n(3, 5, 125), _n(4, 6, 126), seed=34, scale=8.0),)),
+        Case("a cube batch (B = N = D, where X.T raises no error)",
+             (randn(*[_n(2, 3, 127)] * 3, seed=36),)),
         Case("a batch of long tokens in float32",
-             (randn(2, 4, 5, seed=37, scale=6.0),)),
+             (randn(2, _n(3, 4, 128), _n(4, 5, 129), seed=37,
+                    scale=6.0),)),
     ]
 
 

@@ -20,30 +20,42 @@ from course_lib.grading.common import (
 from course_lib.grading.engine import Case
 
 
+def _n(low, high, seed):
+    """A size in ``[low, high]``, drawn with the salt."""
+    return draw(low, high, seed=seed)
+
+
 def _sdpa_hidden():
+    n_causal, n_pad = _n(5, 6, 201), _n(5, 6, 202)
+    n_q, n_k = _n(2, 3, 203), _n(6, 8, 204)
     return [
-        Case("a (2, 3, 5, 4) batch in float64",
-             _qkv((2, 3), 5, 5, 4, 4, seed=43, dtype=F64)),
-        Case("N_q = 3 queries and N_k = 7 keys",
-             _qkv((2,), 3, 7, 4, 4, seed=44)),
-        Case("d_k = 6 and d_v = 2", _qkv((2,), 5, 5, 6, 2, seed=45)),
+        Case("a batch with two batch axes in float64",
+             _qkv((2, _n(2, 3, 205)), _n(4, 5, 206), _n(4, 5, 206), 4, 4,
+                  seed=43, dtype=F64)),
+        Case("fewer queries than keys", _qkv((2,), n_q, n_k, 4, 4, seed=44)),
+        Case("d_v < d_k", _qkv((2,), _n(4, 5, 207), _n(4, 5, 207),
+                                _n(5, 6, 208), 2, seed=45)),
         Case("a random mask broadcast over the batch",
-             (*_qkv((2,), 4, 6, 4, 3, seed=46), random_mask(1, 4, 6,
-                                                            seed=47))),
-        Case("a causal mask on a (2, 6) batch in float64",
-             (*_qkv((2,), 6, 6, 8, 8, seed=48, dtype=F64),
-              ref.causal_mask(6))),
-        Case("large logits", _qkv((), 4, 5, 16, 3, seed=49, scale=6.0)),
+             (*_qkv((2,), n_q + 1, n_k, 4, 3, seed=46),
+              random_mask(1, n_q + 1, n_k, seed=47))),
+        Case("a causal mask on a batch in float64",
+             (*_qkv((2,), n_causal, n_causal, 8, 8, seed=48, dtype=F64),
+              ref.causal_mask(n_causal))),
+        Case("large logits", _qkv((), _n(3, 4, 209), _n(4, 5, 210), 16, 3,
+                                  seed=49, scale=6.0)),
         Case("scores in the hundreds, rows far apart",
-             _qkv((3,), 5, 4, 8, 3, seed=50, scale=14.0)),
+             _qkv((_n(2, 3, 211),), _n(4, 5, 212), 4, 8, 3, seed=50,
+                  scale=14.0)),
         Case("inputs with tiny variance",
-             _qkv((), 4, 4, 5, 5, seed=50, dtype=F64, scale=1e-3)),
-        Case("padded queries and keys in float64 (lengths 6, 3, 1)",
-             (*_qkv((3,), 6, 6, 4, 5, seed=52, dtype=F64),
-              query_and_key_padding([6, 3, 1], 6))),
-        Case("a (2, 5, 4) mask with empty rows, broadcast over heads",
-             (*_qkv((2, 3), 5, 4, 3, 3, seed=53),
-              _with_empty_rows(random_mask(2, 1, 5, 4, seed=54)))),
+             _qkv((), _n(3, 4, 213), _n(3, 4, 213), 5, 5, seed=50,
+                  dtype=F64, scale=1e-3)),
+        Case("padded queries and keys in float64 (one full, one of 1)",
+             (*_qkv((3,), n_pad, n_pad, 4, 5, seed=52, dtype=F64),
+              query_and_key_padding([n_pad, _n(2, 3, 214), 1], n_pad))),
+        Case("a per-sequence mask with empty rows, broadcast over heads",
+             (*_qkv((2, _n(2, 3, 215)), 5, _n(3, 4, 216), 3, 3, seed=53),
+              _with_empty_rows(random_mask(2, 1, 5, _n(3, 4, 216),
+                                           seed=54)))),
     ]
 
 
@@ -62,16 +74,17 @@ HIDDEN = {
         Case("a medium one", (draw(5, 9, seed=82),)),
         Case("a long one", (draw(12, 24, seed=83),))],
     "SelfAttention": lambda: _self_attention_cases([
-        ("d_v = 5 != d_k = 3", {"d_model": 6, "d_k": 3, "d_v": 5}, (2, 4),
-         torch.float32, False),
+        ("d_v > d_k", {"d_model": 6, "d_k": 3, "d_v": 5},
+         (2, _n(3, 4, 221)), torch.float32, False),
         ("bias=False in float64", {"d_model": 4, "d_k": 4, "bias": False},
-         (3, 6), F64, False),
-        ("a causal mask in float64", {"d_model": 8, "d_k": 2}, (2, 7),
-         F64, True),
-        ("two batch dimensions", {"d_model": 5, "d_k": 5}, (2, 3, 4),
-         torch.float32, False),
-        ("padded queries and keys in float64 (lengths 2, 6, 4)",
-         {"d_model": 6, "d_k": 2, "d_v": 4}, (3, 6), F64, [2, 6, 4]),
+         (_n(2, 3, 222), _n(4, 6, 223)), F64, False),
+        ("a causal mask in float64", {"d_model": 8, "d_k": 2},
+         (2, _n(5, 7, 224)), F64, True),
+        ("two batch dimensions", {"d_model": 5, "d_k": 5},
+         (2, _n(2, 3, 225), _n(3, 4, 226)), torch.float32, False),
+        ("padded queries and keys in float64 (one sequence full)",
+         {"d_model": 6, "d_k": 2, "d_v": 4}, (3, 6), F64,
+         [2, 6, _n(3, 5, 227)]),
     ], seed=70),
     "decoding_mask": lambda: [
         Case("a few new queries, more keys",

@@ -18,7 +18,7 @@ from course_lib.grading.engine import Case
 
 
 def _fit_hidden():
-    wide = np.geomspace(1.0, 1e6, 13)
+    wide = np.geomspace(1.0, 1e6, draw(9, 13, seed=510))
     shuffled = np.array([300.0, 20.0, 5000.0, 70.0, 1000.0, 9.0])
     shuffled = shuffled * draw_float(0.5, 2.0, seed=511)
     low, high = draw(5, 20, seed=512), draw(500, 2000, seed=513)

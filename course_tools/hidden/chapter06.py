@@ -48,36 +48,48 @@ def _relative_hidden():
     ]
 
 
+def _n(low, high, seed):
+    """A size in ``[low, high]``, drawn with the salt."""
+    return draw(low, high, seed=seed)
+
+
 def _rotary_hidden():
     return [
-        Case("one pair (d = 2), 5 positions, float64",
-             (randn(5, 2, seed=651, dtype=F64),)),
-        Case("a single position", (randn(3, 1, 6, seed=652, dtype=F32),)),
+        Case("one pair (d = 2), float64",
+             (randn(_n(4, 6, 631), 2, seed=651, dtype=F64),)),
+        Case("a single position",
+             (randn(_n(2, 3, 632), 1, 2 * _n(2, 3, 633), seed=652,
+                    dtype=F32),)),
         Case("base=100 as a keyword, float32",
-             (randn(4, 7, 10, seed=653, dtype=F32),), {"base": 100.0}),
-        Case("64 positions, d = 16, float64",
-             (randn(64, 16, seed=654, dtype=F64),)),
-        Case("five dimensions (2, 2, 2, 5, 6), base = 10",
-             (randn(2, 2, 2, 5, 6, seed=655, dtype=F64), 10.0)),
-        Case("(B, H, N, d_head) = (1, 4, 33, 32), float32",
-             (randn(1, 4, 33, 32, seed=656, dtype=F32),)),
+             (randn(_n(3, 4, 634), _n(5, 7, 635), 2 * _n(4, 5, 636),
+                    seed=653, dtype=F32),), {"base": 100.0}),
+        Case("dozens of positions, d = 16, float64",
+             (randn(_n(48, 64, 637), 16, seed=654, dtype=F64),)),
+        Case("five axes, base = 10",
+             (randn(2, 2, 2, _n(4, 5, 638), 2 * _n(2, 3, 639), seed=655,
+                    dtype=F64), 10.0)),
+        Case("(B, H, N, d_head) with B = 1, N odd, d_head = 32, float32",
+             (randn(1, 4, 2 * _n(14, 16, 640) + 1, 32, seed=656,
+                    dtype=F32),)),
     ]
 
 
 def _rotary_attention_hidden():
     return token_module_cases([
         ("float64, 4 heads of d_head = 2 (one pair each)",
-         {"d_model": 8, "n_heads": 4}, (2, 9), F64, None),
-        ("a per-sequence random mask", {"d_model": 12, "n_heads": 2},
-         (3, 6), F32, "random"),
+         {"d_model": 8, "n_heads": 4}, (2, _n(7, 9, 641)), F64, None),
+        ("a per-sequence random mask",
+         {"d_model": 4 * _n(2, 3, 642), "n_heads": 2},
+         (_n(2, 3, 643), _n(5, 6, 644)), F32, "random"),
         ("two batch dimensions, a causal mask in float64",
-         {"d_model": 8, "n_heads": 2}, (2, 2, 5), F64, "causal"),
+         {"d_model": 8, "n_heads": 2}, (2, 2, _n(4, 5, 645)), F64,
+         "causal"),
         ("one token (position 0: nothing turned)",
-         {"d_model": 6, "n_heads": 3}, (2, 1), F32, None),
-        ("40 tokens, 2 heads of 16", {"d_model": 32, "n_heads": 2},
-         (1, 40), F64, None),
-        ("no bias", {"d_model": 8, "n_heads": 2, "bias": False}, (2, 5),
-         F32, "causal"),
+         {"d_model": 6, "n_heads": 3}, (_n(2, 3, 646), 1), F32, None),
+        ("dozens of tokens, 2 heads of 16", {"d_model": 32, "n_heads": 2},
+         (1, _n(32, 40, 647)), F64, None),
+        ("no bias", {"d_model": 8, "n_heads": 2, "bias": False},
+         (2, _n(4, 5, 648)), F32, "causal"),
     ], seed=670)
 
 

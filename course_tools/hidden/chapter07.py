@@ -15,41 +15,92 @@ from course_lib.grading.engine import (
     Case,
 )
 
-HIDDEN = {
-    "patchify": lambda: [
-        Case("a (2, 3, 6, 6) batch in float64, p = 3",
-             (randn(2, 3, 6, 6, seed=702, dtype=F64), 3)),
-        Case("a non-square (2, 2, 4, 6) image, p = 2",
-             (randn(2, 2, 4, 6, seed=703), 2)),
-        Case("digits-sized (3, 1, 8, 8), p = 2",
-             (randn(3, 1, 8, 8, seed=704), 2)),
-        Case("p = 1 (every pixel a patch)", (randn(2, 3, 3, 2, seed=705), 1)),
-        Case("p = H = W (one patch)", (randn(2, 2, 4, 4, seed=706), 4)),
-        Case("a (1, 3, 8, 8) image, p = 4", (randn(1, 3, 8, 8, seed=707), 4)),
-    ],
-    "unpatchify": lambda: [
-        Case("a non-square 4 x 6 image, 2 channels, p = 2",
-             (randn(2, 6, 8, seed=711), 2), {"height": 4, "width": 6}),
-        Case("a tall 6 x 2 image in float64, 3 channels, p = 2",
-             (randn(1, 3, 12, seed=712, dtype=F64), 2),
-             {"height": 6, "width": 2}),
-        Case("p = 1 (every pixel a patch)", (randn(2, 6, 3, seed=713), 1),
-             {"height": 3, "width": 2}),
+
+def _n(low, high, seed):
+    """A size in ``[low, high]``, drawn with the salt."""
+    return draw(low, high, seed=seed)
+
+
+def _patchify_hidden():
+    s3, h = 3 * _n(2, 3, 721), 2 * _n(2, 3, 722)
+    one, s4 = _n(3, 4, 723), 4 * _n(2, 3, 724)
+    return [
+        Case("a square batch in float64, p = 3",
+             (randn(2, _n(2, 3, 725), s3, s3, seed=702, dtype=F64), 3)),
+        Case("a non-square image, p = 2",
+             (randn(2, 2, h, h + 2 * _n(1, 2, 726), seed=703), 2)),
+        Case("digits-sized, one channel, p = 2",
+             (randn(_n(2, 3, 727), 1, 8, 8, seed=704), 2)),
+        Case("p = 1 (every pixel a patch)",
+             (randn(2, _n(2, 3, 728), _n(2, 3, 729), _n(2, 4, 730),
+                    seed=705), 1)),
+        Case("p = H = W (one patch)",
+             (randn(2, 2, one, one, seed=706), one)),
+        Case("a batch of one, p = 4",
+             (randn(1, 3, s4, s4, seed=707), 4)),
+    ]
+
+
+def _unpatchify_hidden():
+    h, tall = 2 * _n(2, 3, 731), 2 * _n(3, 4, 732)
+    h1, w1, one = _n(2, 3, 733), _n(2, 4, 734), _n(3, 4, 735)
+    return [
+        Case("a non-square image, 2 channels, p = 2",
+             (randn(2, (h // 2) * (h // 2 + 1), 8, seed=711), 2),
+             {"height": h, "width": h + 2}),
+        Case("a tall image in float64, 3 channels, p = 2",
+             (randn(1, tall // 2, 12, seed=712, dtype=F64), 2),
+             {"height": tall, "width": 2}),
+        Case("p = 1 (every pixel a patch)",
+             (randn(2, h1 * w1, 3, seed=713), 1),
+             {"height": h1, "width": w1}),
         Case("one patch per image (p = H = W)",
-             (randn(3, 1, 32, seed=714), 4), {"height": 4, "width": 4}),
+             (randn(3, 1, 2 * one * one, seed=714), one),
+             {"height": one, "width": one}),
         Case("digits-sized cut: 8 x 8, p = 4, one channel",
-             (randn(2, 4, 16, seed=715), 4), {"height": 8, "width": 8}),
-        Case("8 x 8 colour images, p = 2, in float64",
-             (randn(2, 16, 12, seed=716, dtype=F64), 2),
+             (randn(_n(2, 3, 736), 4, 16, seed=715), 4),
              {"height": 8, "width": 8}),
-    ],
-    "PatchEmbedding": lambda: _image_cases([
-        ("8 x 8 digits-sized images in float64", (8, 2, 1, 16), 3, F64),
-        ("p = 1 (every pixel a patch)", (3, 1, 2, 5), 2, F32),
-        ("one patch per image (p = image_size)", (4, 4, 3, 8), 2, F32),
-        ("colour 8 x 8 images, p = 4, in float64", (8, 4, 3, 12), 2, F64),
-        ("a batch of one", (6, 3, 2, 7), 1, F32),
-    ], seed=740, keys=EMBEDDING_KEYS),
+        Case("8 x 8 colour images, p = 2, in float64",
+             (randn(_n(2, 3, 737), 16, 12, seed=716, dtype=F64), 2),
+             {"height": 8, "width": 8}),
+    ]
+
+
+def _embedding_hidden():
+    one = _n(3, 4, 741)
+    return _image_cases([
+        ("8 x 8 digits-sized images in float64",
+         (8, 2, 1, _n(12, 16, 742)), _n(2, 3, 743), F64),
+        ("p = 1 (every pixel a patch)", (_n(3, 4, 744), 1, 2,
+                                         _n(4, 6, 745)), 2, F32),
+        ("one patch per image (p = image_size)", (one, one, 3, 8), 2,
+         F32),
+        ("colour 8 x 8 images, p = 4, in float64",
+         (8, 4, 3, _n(10, 12, 746)), _n(2, 3, 747), F64),
+        ("a batch of one", (3 * _n(2, 3, 748), 3, 2, _n(6, 8, 749)), 1,
+         F32),
+    ], seed=740, keys=EMBEDDING_KEYS)
+
+
+def _vit_hidden():
+    one = _n(3, 4, 751)
+    return _image_cases([
+        ("depth 3 in float64",
+         (8, 4, 1, _n(5, 10, 752), 3 * _n(3, 4, 753), 3, 3,
+          _n(16, 24, 754)), 2, F64),
+        ("one patch per image", (one, one, 2, _n(3, 4, 755), 8, 2, 2, 8),
+         _n(2, 3, 756), F32),
+        ("p = 1, two classes", (_n(2, 3, 757), 1, 1, 2, 8, 1, 4,
+                                _n(12, 16, 758)), 2, F32),
+        ("a batch of one in float64",
+         (2 * _n(2, 3, 759), 2, 3, _n(3, 4, 760), 6, 2, 1, 12), 1, F64),
+    ], seed=780, keys=VIT_KEYS)
+
+
+HIDDEN = {
+    "patchify": _patchify_hidden,
+    "unpatchify": _unpatchify_hidden,
+    "PatchEmbedding": _embedding_hidden,
     "vit_parameter_count": lambda: count_cases([
         ("a ViT-B/16-sized model",
          (224, 16, 3, draw(10, 1000, seed=701), 768,
@@ -64,10 +115,5 @@ HIDDEN = {
         ("a deeper model, two classes",
          (12, 4, 1, 2, draw(6, 12, seed=709), draw(3, 5, seed=710), 7)),
     ]),
-    "VisionTransformer": lambda: _image_cases([
-        ("depth 3 in float64", (8, 4, 1, 10, 12, 3, 3, 24), 2, F64),
-        ("one patch per image", (4, 4, 2, 3, 8, 2, 2, 8), 3, F32),
-        ("p = 1, two classes", (3, 1, 1, 2, 8, 1, 4, 16), 2, F32),
-        ("a batch of one in float64", (6, 2, 3, 4, 6, 2, 1, 12), 1, F64),
-    ], seed=780, keys=VIT_KEYS),
+    "VisionTransformer": _vit_hidden,
 }
