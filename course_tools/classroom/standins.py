@@ -2,14 +2,13 @@
 answer that other code in the kernel still needs.
 
 Chapter 4's ``TransformerLayer`` may be built on ``course_lib``'s
-``LayerNorm``, which computes the answer to ``layer_norm``; chapter 10's
-``cached_forward`` runs a private cached attention step that computes
-the answer to ``kv_attention_step``. Where the strip
+``LayerNorm``, which computes the answer to ``layer_norm``; chapter 7's
+``PatchEmbedding`` cuts patches as ``patchify`` does. Where the strip
 (:mod:`.strip`) takes such a definition out and a stand-in is listed
 here, the kernel gets the stand-in: the same interface (name, arguments,
 parameters and their names, checks), its work done by PyTorch's own
 operation for it, which the exercise's rule forbids (``F.layer_norm``,
-``F.scaled_dot_product_attention``, ``im2col``). So what builds on it
+``im2col``). So what builds on it
 works, with the same results to rounding, and the kernel's source holds
 no answer:
 executed as a student's code, a stand-in is a forbidden call.
@@ -25,15 +24,16 @@ STANDINS = {
 class LayerNorm(nn.Module):
     """Learned layer normalisation over the last axis, ``(..., d_model)
     -> (..., d_model)``, with ``weight`` and ``bias`` of shape
-    ``(d_model,)`` (the keys of ``nn.LayerNorm``). In a grading kernel:
+    ``(d_model,)`` (the keys of ``nn.LayerNorm``; ``bias=False``: none).
+    In a grading kernel:
     PyTorch's ``F.layer_norm``, which ``layer_norm``'s rule forbids."""
 
-    def __init__(self, *, d_model, eps=1e-5):
+    def __init__(self, *, d_model, eps=1e-5, bias=True):
         super().__init__()
         require_positive_int(d_model, "d_model")
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x):
         _require_features(x, "x", self.d_model)
@@ -42,20 +42,6 @@ class LayerNorm(nn.Module):
 
     def extra_repr(self):
         return f"d_model={self.d_model}, eps={self.eps}"
-''',
-    ("course_lib.generation", "_cached_attention"): '''
-def _cached_attention(attention, X, cache, layer, mask):
-    """The output of ``attention`` (a MultiHeadAttention) for the new
-    rows ``X (B, T, D)``, its keys and values written to ``cache``. In a
-    grading kernel: PyTorch's ``F.scaled_dot_product_attention``, which
-    ``kv_attention_step``'s rule forbids."""
-    H = attention.n_heads
-    K, V = cache.write(layer, _split(attention.W_k(X), H),
-                       _split(attention.W_v(X), H))
-    heads = F.scaled_dot_product_attention(_split(attention.W_q(X), H),
-                                           K, V, attn_mask=mask)
-    # a query with no key at all: zeros, as course_lib's attention
-    return attention.W_o(_merge(heads.nan_to_num(0.0)))
 ''',
     ("course_lib.vit", "patchify"): '''
 def patchify(images, patch_size):

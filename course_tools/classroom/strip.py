@@ -20,8 +20,9 @@ package in which
   ``scaled_dot_product_attention``, ``_split`` and ``_merge`` for
   ``split_heads`` and ``merge_heads``), and every private function of
   the reference's module built on what the exercise builds on, which
-  does what the exercise asks through another interface (chapter 10's
-  ``_cached_attention`` beside ``kv_attention_step``): :func:`answers`;
+  does what the exercise asks through another interface (a private
+  cached attention step beside ``kv_attention_step``, were there one):
+  :func:`answers`;
 - the exercise specifications (``course_lib/grading/chapterNN.py``)
   are replaced by modules whose import raises: their references and
   their parametrised misconceptions (one with no bug left in is an
@@ -34,8 +35,8 @@ What an answer may use stays: chapter 3's kernel keeps chapter 2's
 its answer may build on (``builds_on``: chapter 4's ``TransformerLayer``
 on ``FeedForward`` and ``LayerNorm``, chapter 7's ``VisionTransformer``
 on chapter 4's encoder) stays with all it uses. Where that is an answer
-of the assignment (``LayerNorm`` computes ``layer_norm``; chapter 10's
-``cached_forward`` needs ``_cached_attention``), the kernel gets its
+of the assignment (``LayerNorm`` computes ``layer_norm``), the kernel
+gets its
 stand-in (:mod:`.standins`), the same interface built on the PyTorch
 operation the exercise's rule forbids, so that no answer is in the
 kernel's files; where there is none (``FeedForward``, ``apply_rotary``:
@@ -96,9 +97,9 @@ def answers(names):
     private helper of the same module that they use, and every private
     function of the reference's module built on what the exercise builds
     on (``builds_on``, or a private core of it): a function that does
-    what the exercise asks (chapter 10's private cached attention step,
-    built on ``split_heads`` and ``merge_heads`` beside
-    ``kv_attention_step``)."""
+    what the exercise asks (a private cached attention step built on
+    ``split_heads`` and ``merge_heads`` beside ``kv_attention_step``,
+    were there one)."""
     from course_lib.grading import exercise
 
     table = {}
