@@ -14,16 +14,16 @@ exercise and the total, and the CPU seconds; writes
 """
 
 import argparse
-import json
 import platform
 import resource
 import time
 from datetime import date
 from pathlib import Path
 
-from course_tools import mutation
+from course_tools import mutation, records
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
 def cpu():
@@ -101,8 +101,13 @@ def main(argv=None):
         "exercises": rows,
     }
     if not args.only:
+        # the references, the cases and the mutator: every course_lib and
+        # course_tools module this run imported, and the reviewed list
+        sources = {*records.loaded_sources(__file__),
+                   *records.loaded_sources(package="course_tools"),
+                   ROOT / "course_tools" / "equivalent_mutants.toml"}
         out = HERE / "mutation.latest.json"
-        out.write_text(json.dumps(figures, indent=1) + "\n")
+        records.write(records.stamp(figures, sorted(sources)), out)
         print(f"wrote {out.name}")
 
 

@@ -15,8 +15,8 @@ import torch
 from torch.nn import functional as F
 
 from course_lib._validate import require_positive_int, require_tensor
-from course_lib.attention import _attend
-from course_lib.multihead import _merge, _split, merge_heads, split_heads
+from course_lib.kv_cache import KVCache, kv_cache_bytes
+from course_lib.multihead import merge_heads, split_heads
 
 __all__ = [
     "filter_logits",
@@ -193,162 +193,15 @@ def kv_attention_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o,
     return merge_heads(heads) @ W_o, K, V
 
 
-class KVCache:
-    """The keys and values of every layer of a model, for ``B``
-    sequences: ``keys[l]``, ``values[l]`` are ``(B, H, capacity,
-    d_head)``, of which the first ``length`` slots are filled; ``valid
-    (B, capacity)`` marks the real tokens. Writing past ``capacity``
-    reallocates with twice the room (``allocations`` counts them)."""
-
-    def __init__(self, *, n_layers, batch_size, n_heads, d_head, capacity,
-                 dtype=torch.float32, device=None):
-        for name, value in (("n_layers", n_layers),
-                            ("batch_size", batch_size),
-                            ("n_heads", n_heads), ("d_head", d_head),
-                            ("capacity", capacity)):
-            require_positive_int(value, name)
-        shape = (batch_size, n_heads, capacity, d_head)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=device)
-                     for _ in range(n_layers)]
-        self.values = [torch.zeros(shape, dtype=dtype, device=device)
-                       for _ in range(n_layers)]
-        self.valid = torch.zeros(batch_size, capacity, dtype=torch.bool,
-                                 device=device)
-        self.length, self.allocations = 0, 1
-
-    @classmethod
-    def for_model(cls, model, *, batch_size, capacity):
-        """An empty cache shaped for a
-        :class:`~course_lib.language_model.LanguageModel`."""
-        first = model.encoder.layers[0].attention
-        return cls(n_layers=len(model.encoder.layers),
-                   batch_size=batch_size, n_heads=first.n_heads,
-                   d_head=first.d_head, capacity=capacity,
-                   dtype=first.W_q.weight.dtype,
-                   device=first.W_q.weight.device)
-
-    @property
-    def capacity(self):
-        return self.valid.shape[-1]
-
-    def nbytes(self):
-        """Bytes allocated for the keys and values (all layers)."""
-        return sum(t.element_size() * t.numel()
-                   for t in self.keys + self.values)
-
-    def reserve(self, T):
-        """Make room for ``T`` more tokens (doubling the capacity)."""
-        needed = self.length + T
-        if needed <= self.capacity:
-            return
-        new = max(needed, 2 * self.capacity)
-        grown = []
-        for t in (*self.keys, *self.values, self.valid):
-            bigger = t.new_zeros(*t.shape[:-2], new, *t.shape[-1:]) \
-                if t is not self.valid else t.new_zeros(t.shape[0], new)
-            if t is self.valid:
-                bigger[:, :self.length] = t[:, :self.length]
-            else:
-                bigger[..., :self.length, :] = t[..., :self.length, :]
-            grown.append(bigger)
-        L = len(self.keys)
-        self.keys, self.values = grown[:L], grown[L:2 * L]
-        self.valid = grown[-1]
-        self.allocations += 1
-
-    def write(self, layer, K_new, V_new):
-        """Store ``K_new, V_new (B, H, T, d_head)`` after the filled
-        slots of ``layer``; return that layer's keys and values so far,
-        ``(B, H, length + T, d_head)`` each (views, no copy)."""
-        T = K_new.shape[-2]
-        self.reserve(T)
-        end = self.length + T
-        self.keys[layer][:, :, self.length:end] = K_new
-        self.values[layer][:, :, self.length:end] = V_new
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
-
-    def advance(self, valid_new):
-        """Mark ``valid_new (B, T)`` as written: ``length += T``."""
-        T = valid_new.shape[-1]
-        self.reserve(T)
-        self.valid[:, self.length:self.length + T] = valid_new
-        self.length += T
-
-
-def kv_cache_bytes(*, n_layers, batch_size, n_tokens, d_model,
-                   bytes_per_element=4):
-    """The memory of the keys and values of ``n_tokens`` tokens:
-    ``2 * n_layers * batch_size * n_tokens * d_model * bytes``."""
-    # one key and one value of d_model = H d_head numbers per token/layer
-    return (2 * n_layers * batch_size * n_tokens * d_model
-            * bytes_per_element)
-
-
-def _cached_attention(attention, X, cache, layer, mask):
-    """The output of ``attention`` (a MultiHeadAttention) for the new
-    rows ``X (B, T, D)``, its keys and values written to ``cache``."""
-    H = attention.n_heads
-    # projections of the new tokens only (the inputs were checked once,
-    # by cached_forward: the unchecked cores follow)  (B, H, T, d_head)
-    Q = _split(attention.W_q(X), H)
-    K, V = cache.write(layer, _split(attention.W_k(X), H),
-                       _split(attention.W_v(X), H))
-    # K, V: every token so far                       (B, H, N + T, d_head)
-    heads, _ = _attend(Q, K, V, mask)
-    # MHA = Concat(heads) W_o + b_o                  (B, T, D)
-    return attention.W_o(_merge(heads))
-
-
-def _require_plain_layers(model):
-    """The cached path replays TransformerLayer's equations with the
-    projections of its MultiHeadAttention: a subclass that changes
-    either's forward would not run, so it is refused."""
-    from course_lib.layers import TransformerLayer
-    from course_lib.multihead import MultiHeadAttention
-
-    for layer in model.encoder.layers:
-        if type(layer) is not TransformerLayer or type(
-                layer.attention) is not MultiHeadAttention:
-            raise ValueError(
-                "the KV cache runs course_lib's TransformerLayer and "
-                "MultiHeadAttention only, got "
-                f"{type(layer).__name__} with "
-                f"{type(layer.attention).__name__}; use use_cache=False")
-
-
 def cached_forward(model, tokens, cache, valid=None):
-    """Run ``model`` (a LanguageModel) on ``tokens (B, T)`` that follow
-    the ``cache.length`` tokens in ``cache``; append their keys and
-    values; return ``logits (B, T, V)``, equal to the last ``T`` rows of
-    ``model`` on the whole sequence. ``valid (B, T)``: see the module."""
-    _require_plain_layers(model)
-    B, T = tokens.shape
-    if valid is None:
-        valid = torch.ones(B, T, dtype=torch.bool, device=tokens.device)
-    N = cache.length
-    # every token so far, real or padding            (B, N + T)
-    seen = torch.cat([cache.valid[:, :N], valid], dim=-1)
-    # positions count real tokens                    (B, T)
-    positions = (seen.long().cumsum(-1) - 1).clamp(min=0)[:, N:]
-    X = model.embed(tokens, positions)  # (B, T, D)
-    # new token t sees real key m when m <= N + t    (B, 1, T, N + T)
-    causal = torch.ones(T, N + T, dtype=torch.bool,
-                        device=tokens.device).tril(diagonal=N)
-    mask = (causal & seen.unsqueeze(-2)).unsqueeze(1)
-    for index, layer in enumerate(model.encoder.layers):
-        if layer.norm_first:
-            # Z = X + MHA(LN_1(X)),  Y = Z + FFN(LN_2(Z))
-            Z = X + _cached_attention(layer.attention, layer.norm1(X),
-                                      cache, index, mask)
-            X = Z + layer.feed_forward(layer.norm2(Z))
-        else:
-            # Z = LN_1(X + MHA(X)),  Y = LN_2(Z + FFN(Z))
-            Z = layer.norm1(X + _cached_attention(layer.attention, X, cache,
-                                                  index, mask))
-            X = layer.norm2(Z + layer.feed_forward(Z))
-    cache.advance(valid)
-    # logits = LN(X_L) W_out + b_out                 (B, T, V)
-    return model.output(model.encoder.norm(X))
+    """Run ``model`` on ``tokens (B, T)`` that follow the ``cache.length``
+    tokens in ``cache``; append their keys and values; return ``logits
+    (B, T, V)``, equal to the last ``T`` rows of ``model`` on the whole
+    sequence. ``valid (B, T)``: see the module. The cache is a path
+    through the model's own ``forward`` (``model(tokens, valid=valid,
+    cache=cache)``), so any model of the course, and a subclass that
+    passes ``cache`` on, is cached."""
+    return model(tokens, valid=valid, cache=cache)
 
 
 def left_pad(prompts, pad=0):
@@ -379,9 +232,12 @@ def generate(model, prompts, *, max_new_tokens, temperature=1.0,
     ``(B, P)`` tensor. Each step draws one token per prompt with
     :func:`sample_next_token` (``temperature=0``: greedy). With
     ``use_cache`` the prompts run once and every later step feeds the new
-    token only (a :class:`KVCache` of ``capacity`` slots, default all the
-    tokens); without, every step recomputes the whole sequence. Returns
-    the list of ``prompt + new tokens`` (1-d) per prompt.
+    token only (a :class:`~course_lib.kv_cache.KVCache` of ``capacity``
+    slots, default all the tokens, passed to the model's ``forward``);
+    without, every step recomputes the whole sequence. ``model`` is any
+    causal model of the course (``model(tokens, valid=..., cache=...)``
+    and ``model.max_len``). Returns the list of ``prompt + new tokens``
+    (1-d) per prompt.
     """
     if isinstance(prompts, torch.Tensor):
         prompts = list(prompts)
@@ -396,8 +252,7 @@ def generate(model, prompts, *, max_new_tokens, temperature=1.0,
     draw = dict(temperature=temperature, top_k=top_k, top_p=top_p,
                 generator=generator)
     if use_cache:
-        cache = KVCache.for_model(model, batch_size=B,
-                                  capacity=capacity or P + max_new_tokens)
+        cache = KVCache(batch_size=B, capacity=capacity or P + max_new_tokens)
         logits = cached_forward(model, tokens, cache, valid)[:, -1]
     new = []
     for step in range(max_new_tokens):

@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from course_lib._validate import require_positive_int
-from course_lib.attention import causal_mask
+from course_lib.kv_cache import causal_frame
 from course_lib.sequence_model import SequenceModel
 
 __all__ = [
@@ -109,8 +109,11 @@ class LanguageModel(SequenceModel):
     positions count from each sequence's first real token. With
     ``return_attention=True`` it returns ``(logits, [A_1, ..., A_L])``,
     ``A_l (..., H, N, N)``. The submodules are those of
-    ``SequenceModel``; :func:`course_lib.generation.generate` runs the
-    model with a KV cache.
+    ``SequenceModel``. With ``cache`` (a
+    :class:`~course_lib.kv_cache.KVCache` holding ``P`` earlier tokens of
+    ``B`` sequences) ``tokens (B, N)`` follow them: their positions and
+    keys count the cached tokens, and their keys and values are appended
+    (:func:`course_lib.generation.generate` runs the model so).
     """
 
     def __init__(self, *, vocab_size, max_len, d_model, n_heads, d_ff,
@@ -135,22 +138,27 @@ class LanguageModel(SequenceModel):
         return self.token_embedding(tokens) + self.position_embedding(
             positions)
 
-    def forward(self, tokens, *, valid=None, return_attention=False):
+    def forward(self, tokens, *, valid=None, cache=None,
+                return_attention=False):
         _require_token_tensor(tokens)
-        N = tokens.shape[-1]
-        mask = causal_mask(N, device=tokens.device)  # (N, N)
-        positions = None
         if valid is not None:
             _require_valid(valid, tokens)
-            # position of token n = real tokens before it   (..., N)
-            positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
-            # query n sees key m when m <= n and m is real   (..., N, N)
-            mask = mask & valid.unsqueeze(-2)
+        if cache is not None and tokens.dim() != 2:
+            raise ValueError("with a cache tokens must be (B, N), got "
+                             f"shape {tuple(tokens.shape)}")
+        # position of token n = real tokens before it, cached ones too;
+        # query n sees key m when m <= n and m is real
+        positions, mask = causal_frame(tokens.shape[-1], valid=valid,
+                                       cache=cache, device=tokens.device)
         X = self.embed(tokens, positions)  # (..., N, d_model)
         if self.training and self.dropout > 0:
             X = F.dropout(X, self.dropout, training=True)
+        extra = {} if cache is None else {"cache": cache}
         # H = Decoder(X): every layer masked causally    (..., N, d_model)
-        H, weights = self.encoder(X, mask, return_attention=True)
+        H, weights = self.encoder(X, mask, return_attention=True, **extra)
+        if cache is not None:
+            cache.advance(torch.ones_like(tokens, dtype=torch.bool)
+                          if valid is None else valid)
         # logits = H W_out + b_out                       (..., N, V)
         logits = self.output(H)
         return (logits, weights) if return_attention else logits

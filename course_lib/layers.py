@@ -110,18 +110,19 @@ def layer_norm_backward(x, grad_y, weight=None, eps=1e-5):
 
 class LayerNorm(nn.Module):
     """Learned layer normalisation: :func:`layer_norm` with ``weight`` and
-    ``bias`` of shape ``(d_model,)`` (initialised to ones and zeros).
+    ``bias`` of shape ``(d_model,)`` (initialised to ones and zeros;
+    ``bias=False``: no bias, ``self.bias`` is ``None``).
 
     ``forward(x)`` maps ``(..., d_model) -> (..., d_model)``. The
     ``state_dict`` keys are those of ``nn.LayerNorm``.
     """
 
-    def __init__(self, *, d_model, eps=1e-5):
+    def __init__(self, *, d_model, eps=1e-5, bias=True):
         super().__init__()
         require_positive_int(d_model, "d_model")
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x):
         _require_features(x, "x", self.d_model)
@@ -135,16 +136,17 @@ class LayerNorm(nn.Module):
 class FeedForward(nn.Module):
     """Position-wise feed-forward network ``(..., N, d_model) -> (..., N,
     d_model)``: ``linear1`` (``d_model -> d_ff``), ReLU, ``linear2``
-    (``d_ff -> d_model``), applied to every token on its own.
+    (``d_ff -> d_model``), applied to every token on its own; with
+    ``bias=False`` the two linear maps have no bias.
     """
 
-    def __init__(self, *, d_model, d_ff):
+    def __init__(self, *, d_model, d_ff, bias=True):
         super().__init__()
         require_positive_int(d_model, "d_model")
         require_positive_int(d_ff, "d_ff")
         self.d_model, self.d_ff = d_model, d_ff
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, X):
         _require_features(X, "X", self.d_model)
@@ -174,6 +176,11 @@ class TransformerLayer(nn.Module):
     (2017): to the attention weights, and to each sublayer's output before
     it is added to the residual stream. ``nn.TransformerEncoderLayer``
     also drops inside the feed-forward network; this layer does not.
+    ``bias=False`` removes every bias (projections, feed-forward, norms).
+
+    With ``cache`` (a :class:`~course_lib.kv_cache.LayerCache`) the
+    attention appends the keys and values of ``X`` to it and attends to
+    the cached tokens too; ``mask`` is then ``(..., N, P + N)``.
 
     The sublayers are called through their ``forward``
     (``attention(X, mask)`` returns ``(output, weights)``), so an
@@ -182,14 +189,15 @@ class TransformerLayer(nn.Module):
     """
 
     def __init__(self, *, d_model, n_heads, d_ff, norm_first=False,
-                 dropout=0.0):
+                 dropout=0.0, bias=True):
         super().__init__()
         require_probability(dropout, "dropout")
         self.attention = MultiHeadAttention(d_model=d_model, n_heads=n_heads,
-                                            dropout=dropout)
-        self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff)
-        self.norm1 = LayerNorm(d_model=d_model)
-        self.norm2 = LayerNorm(d_model=d_model)
+                                            dropout=dropout, bias=bias)
+        self.feed_forward = FeedForward(d_model=d_model, d_ff=d_ff,
+                                        bias=bias)
+        self.norm1 = LayerNorm(d_model=d_model, bias=bias)
+        self.norm2 = LayerNorm(d_model=d_model, bias=bias)
         self.d_model, self.n_heads, self.d_ff = d_model, n_heads, d_ff
         self.norm_first = bool(norm_first)
         self.dropout = float(dropout)
@@ -200,22 +208,23 @@ class TransformerLayer(nn.Module):
             return F.dropout(X, self.dropout, training=True)
         return X
 
-    def forward(self, X, mask=None, *, return_attention=False):
+    def forward(self, X, mask=None, *, cache=None, return_attention=False):
         _check_tokens(X, d_model=self.d_model, like=self.norm1.weight)
         # the sublayers are called through their public forward, so that
         # a subclass of MultiHeadAttention that overrides forward is what
-        # runs; the attention checks the mask
+        # runs; the attention checks the mask (and takes the cache)
+        extra = {} if cache is None else {"cache": cache}
         if self.norm_first:
             X_norm = self.norm1(X)  # LN_1(X)                   (..., N, D)
             # MHA(LN_1(X)) and its weights A   (..., N, D), (..., H, N, N)
-            attended, A = self.attention(X_norm, mask)
+            attended, A = self.attention(X_norm, mask, **extra)
             # Z = X + Dropout(MHA(LN_1(X)))             (..., N, D)
             Z = X + self._drop(attended)
             # Y = Z + Dropout(FFN(LN_2(Z)))             (..., N, D)
             Y = Z + self._drop(self.feed_forward(self.norm2(Z)))
         else:
             # MHA(X) and its weights A         (..., N, D), (..., H, N, N)
-            attended, A = self.attention(X, mask)
+            attended, A = self.attention(X, mask, **extra)
             # Z = LN_1(X + Dropout(MHA(X)))             (..., N, D)
             Z = self.norm1(X + self._drop(attended))
             # Y = LN_2(Z + Dropout(FFN(Z)))             (..., N, D)
@@ -303,12 +312,14 @@ class TransformerEncoder(nn.Module):
     ``forward(X, mask=None, *, return_attention=False)`` maps
     ``X (..., N, d_model)`` to ``(..., N, d_model)``; with
     ``return_attention=True`` it returns ``(Y, [A_1, ..., A_L])``, one
-    ``(..., H, N, N)`` tensor of weights per layer. ``dropout`` is passed
-    to every layer, each called through its ``forward``.
+    ``(..., H, N, N)`` tensor of weights per layer. ``dropout`` and
+    ``bias`` are passed to every layer, each called through its
+    ``forward``; with ``cache`` (a :class:`~course_lib.kv_cache.KVCache`)
+    layer ``l`` gets ``cache.layer(l)``.
     """
 
     def __init__(self, *, n_layers, d_model, n_heads, d_ff, norm_first=False,
-                 dropout=0.0):
+                 dropout=0.0, bias=True):
         super().__init__()
         require_positive_int(n_layers, "n_layers")
         self.layers = nn.ModuleList(
@@ -318,21 +329,27 @@ class TransformerEncoder(nn.Module):
                 d_ff=d_ff,
                 norm_first=norm_first,
                 dropout=dropout,
+                bias=bias,
             )
             for _ in range(n_layers)
         )
         self.norm = (
-            LayerNorm(d_model=d_model) if norm_first else nn.Identity()
+            LayerNorm(d_model=d_model, bias=bias) if norm_first
+            else nn.Identity()
         )
         self.n_layers, self.d_model = n_layers, d_model
         self.norm_first = bool(norm_first)
 
-    def forward(self, X, mask=None, *, return_attention=False):
+    def forward(self, X, mask=None, *, cache=None, return_attention=False):
         weights = []
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             # X_l = Layer_l(X_{l-1}), through the layer's forward (a
             # subclass's override runs; each checks its own input)
-            X, A = layer(X, mask, return_attention=True)  # (..., N, D)
+            if cache is None:
+                X, A = layer(X, mask, return_attention=True)  # (.., N, D)
+            else:
+                X, A = cache.layer(index).run(layer, X, mask,
+                                              return_attention=True)
             weights.append(A)
         # Y = LN(X_L) for pre-LN, Y = X_L for post-LN   (..., N, d_model)
         Y = self.norm(X)

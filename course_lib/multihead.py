@@ -156,6 +156,35 @@ def grouped_query_attention(X, W_q, W_k, W_v, W_o, n_heads, n_groups,
     return _merge(heads) @ W_o, A
 
 
+def check_attention_inputs(module, X, mask, context, cache):
+    """The checks of an attention module's ``forward``: ``X (..., N,
+    d_model)`` and ``context`` in the parameters' dtype, a ``cache``
+    for self-attention of ``(B, N, d_model)`` only, and ``mask``
+    broadcastable to ``(..., N, N_k)`` or ``(..., H, N, N_k)``, where
+    ``N_k`` counts the cached keys too. Returns the mask with a head
+    axis (or ``None``)."""
+    require_tokens(X, "X", module.d_model)
+    if context is not None:
+        require_tokens(context, "context", module.d_model)
+        if cache is not None:
+            raise ValueError("a KV cache serves self-attention only: "
+                             "got both context and cache")
+    else:
+        context = X
+    require_same_dtype(X=X, context=context, weights=module.W_q.weight)
+    if cache is not None and X.dim() != 3:
+        raise ValueError("with a cache X must be (B, N, d_model), got "
+                         f"shape {tuple(X.shape)}")
+    if mask is None:
+        return None
+    batch = batch_shape(X.shape[:-2], context.shape[:-2],
+                        what="X and context")
+    n_keys = context.shape[-2] + (0 if cache is None else cache.length)
+    # (..., 1, N_q, N_k) for every head, or (..., H, N_q, N_k)
+    return require_head_mask(mask, module.n_heads, X.shape[-2], n_keys,
+                             batch)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections ``W_q, W_k, W_v, W_o``.
 
@@ -167,6 +196,9 @@ class MultiHeadAttention(nn.Module):
     With ``context (..., N_k, d_model)`` it is cross-attention and ``A``
     is ``(..., H, N, N_k)``. ``mask`` is bool, broadcastable to ``(...,
     N, N_k)`` (every head) or ``(..., H, N, N_k)`` (one per head).
+    With ``cache`` (a :class:`~course_lib.kv_cache.LayerCache` holding
+    ``P`` earlier tokens of self-attention) the keys and values of ``X``
+    are appended to it and the queries attend to all ``N_k = P + N``.
 
     ``dropout`` (default 0) is the rate of dropout on the attention
     weights in training mode, as in ``nn.MultiheadAttention``: each head
@@ -192,22 +224,14 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, X, mask=None, *, context=None,
+    def forward(self, X, mask=None, *, context=None, cache=None,
                 return_attention=True):
+        mask = check_attention_inputs(self, X, mask, context, cache)
         context = X if context is None else context
-        require_tokens(X, "X", self.d_model)
-        require_tokens(context, "context", self.d_model)
-        require_same_dtype(X=X, context=context, weights=self.W_q.weight)
-        if mask is not None:
-            batch = batch_shape(X.shape[:-2], context.shape[:-2],
-                                what="X and context")
-            # (..., 1, N_q, N_k) for every head, or (..., H, N_q, N_k)
-            mask = require_head_mask(mask, self.n_heads, X.shape[-2],
-                                     context.shape[-2], batch)
-        Y, A = self._attend(X, context, mask)
+        Y, A = self._attend(X, context, mask, cache)
         return (Y, A) if return_attention else Y
 
-    def _attend(self, X, context, mask):
+    def _attend(self, X, context, mask, cache=None):
         """The forward pass on checked inputs; ``mask`` has a head axis
         (``(..., 1 or H, N_q, N_k)``)."""
         H = self.n_heads
@@ -215,6 +239,9 @@ class MultiHeadAttention(nn.Module):
         Q = _split(self.W_q(X), H)
         K = _split(self.W_k(context), H)  # (..., H, N_k, d_head)
         V = _split(self.W_v(context), H)  # (..., H, N_k, d_head)
+        if cache is not None:
+            # the cached tokens, then these          (B, H, P + N, d_head)
+            K, V = cache.update(K, V)
         # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
         heads, A = _attend(Q, K, V, mask)
         if self.training and self.dropout > 0:

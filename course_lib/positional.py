@@ -18,20 +18,23 @@ from torch.nn import functional as F
 
 from course_lib._validate import (
     FLOAT_DTYPES,
-    batch_shape,
-    require_head_mask,
     require_positive_int,
     require_same_dtype,
     require_tensor,
-    require_tokens,
 )
 from course_lib.attention import scaled_dot_product_attention
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.multihead import (
+    MultiHeadAttention,
+    check_attention_inputs,
+    merge_heads,
+    split_heads,
+)
 
 __all__ = [
     "sinusoidal_encoding",
     "relative_position_matrix",
     "apply_rotary",
+    "head_positions",
     "RotaryAttention",
     "LearnedPositionalEmbedding",
 ]
@@ -108,26 +111,38 @@ def relative_position_matrix(offset, d_model, base=10000.0, *,
     return M.to(dtype)
 
 
-def apply_rotary(Z, base=10000.0):
+def apply_rotary(Z, base=10000.0, positions=None):
     """Rotary position embedding (RoPE, Su et al., RoFormer, eq. 34): pair
-    ``i`` of row ``n`` turned by ``+n omega_i``.
+    ``i`` of the row at position ``p`` turned by ``+p omega_i``.
 
     ``Z`` is ``(..., N, d)``, the queries or keys of one head (``d =
     d_head``, even); pair ``i`` is features ``2i, 2i + 1``, as a column
-    ``(z_2i, z_2i+1)^T`` it is multiplied by ``[[cos n omega_i, -sin n
-    omega_i], [sin n omega_i, cos n omega_i]]``, as LLaMA does. In the
-    row convention of this module that is row ``n`` times ``M_n^T =
-    M_{-n}`` (:func:`relative_position_matrix`), applied pair by pair
-    without being built. Returns ``(..., N, d)`` in ``Z``'s dtype. The
-    score of rotated ``q_n`` and ``k_m`` is ``q_n M_{m - n} k_m^T``: it
-    depends on the offset only.
+    ``(z_2i, z_2i+1)^T`` it is multiplied by ``[[cos p omega_i, -sin p
+    omega_i], [sin p omega_i, cos p omega_i]]``, as LLaMA does, with
+    ``omega_i = base^(-2i / d)`` (``base`` is RoPE's ``theta``). In the
+    row convention of this module that is row ``p`` times ``M_p^T =
+    M_{-p}`` (:func:`relative_position_matrix`), applied pair by pair
+    without being built. ``positions``: integers broadcastable to ``(...,
+    N)``, the position of each row (default ``0 .. N - 1``; a cached
+    step passes the positions after the cached tokens). Returns ``(...,
+    N, d)`` in ``Z``'s dtype. The score of rotated ``q_p`` and ``k_m``
+    is ``q_p M_{m - p} k_m^T``: it depends on the offset only.
     """
     require_tensor(Z, "Z", min_dim=2)
     *_, N, d = Z.shape
     _check_common(d, base, Z.dtype)
-    # angle[n, i] = n omega_i                       (N, d / 2)
-    n = torch.arange(N, dtype=torch.float64)
-    angle = n[:, None] * _frequencies(d, base)[None, :]
+    if positions is None:
+        positions = torch.arange(N, device=Z.device)
+    elif not isinstance(positions, torch.Tensor) \
+            or positions.is_floating_point() \
+            or positions.dtype is torch.bool or positions.dim() == 0 \
+            or positions.shape[-1] not in (1, N):
+        raise ValueError(
+            f"positions must be an integer tensor (..., N) with N = {N}, "
+            f"got {positions!r:.80}")
+    # angle[..., n, i] = p_n omega_i                 (..., N, d / 2)
+    angle = positions.to(torch.float64)[..., None] * _frequencies(
+        d, base).to(Z.device)
     cos, sin = angle.cos().to(Z.dtype), angle.sin().to(Z.dtype)
     a, b = Z[..., 0::2], Z[..., 1::2]  # (..., N, d / 2) each
     # [[cos, -sin], [sin, cos]] [a, b]^T = [a cos - b sin, a sin + b cos]
@@ -135,46 +150,68 @@ def apply_rotary(Z, base=10000.0):
     return pairs.flatten(-2)  # (..., N, d): pairs interleaved again
 
 
+def head_positions(positions, N, cache=None, device=None):
+    """The positions of ``N`` new rows for per-head tensors: ``(..., 1,
+    N)`` from ``positions (..., N)``, or, when none are given, ``P ..
+    P + N - 1`` after the ``P`` tokens of ``cache`` (``0 .. N - 1``
+    without one)."""
+    if positions is None:
+        start = 0 if cache is None else cache.length
+        return torch.arange(start, start + N, device=device)  # (N,)
+    if not isinstance(positions, torch.Tensor) or positions.dim() < 1:
+        raise ValueError("positions must be an integer tensor (..., N), "
+                         f"got {positions!r:.80}")
+    return positions.unsqueeze(-2)  # (..., 1, N): one row for all heads
+
+
 class RotaryAttention(MultiHeadAttention):
     """Multi-head attention with rotary position embeddings: the queries
-    and keys of every head go through :func:`apply_rotary` before the
-    scores (positions ``0 .. N - 1`` along the token axis); the values are
-    not rotated.
+    and keys of every head go through :func:`apply_rotary` (base
+    ``theta``, default 10000) before the scores; the values are not
+    rotated.
 
     Same constructor, parameters and ``forward(X, mask=None, *,
-    context=None, return_attention=True)`` as :class:`MultiHeadAttention`
-    (``X (..., N, d_model)`` to ``Y (..., N, d_model)`` and ``A (..., H,
-    N, N_k)``), with an even ``d_head``; with ``context (..., N_k,
-    d_model)`` the keys are at positions ``0 .. N_k - 1``. It overrides
-    ``forward``, so a :class:`~course_lib.layers.TransformerLayer` whose
-    ``attention`` is one runs it.
+    context=None, positions=None, cache=None, return_attention=True)``
+    as :class:`MultiHeadAttention` (``X (..., N, d_model)`` to ``Y (...,
+    N, d_model)`` and ``A (..., H, N, N_k)``), with an even ``d_head``.
+    ``positions (..., N)`` (integers) are the tokens' positions, by
+    default ``0 .. N - 1``, or ``P .. P + N - 1`` after the ``P`` tokens
+    of ``cache``, which keeps the rotated keys. With ``context (...,
+    N_k, d_model)`` the keys are at positions ``0 .. N_k - 1``. It
+    overrides ``forward``, so a
+    :class:`~course_lib.layers.TransformerLayer` whose ``attention`` is
+    one runs it.
     """
 
-    def __init__(self, *, d_model, n_heads, bias=True, dropout=0.0):
+    def __init__(self, *, d_model, n_heads, bias=True, dropout=0.0,
+                 theta=10000.0):
         super().__init__(d_model=d_model, n_heads=n_heads, bias=bias,
                          dropout=dropout)
         if self.d_head % 2:
             raise ValueError(
                 "rotary attention turns pairs of features: d_head = "
                 f"d_model / n_heads must be even, got {self.d_head}")
+        _check_common(self.d_head, theta, torch.float64)
+        self.theta = theta
 
-    def forward(self, X, mask=None, *, context=None,
-                return_attention=True):
-        context = X if context is None else context
-        require_tokens(X, "X", self.d_model)
-        require_tokens(context, "context", self.d_model)
-        require_same_dtype(X=X, context=context, weights=self.W_q.weight)
-        if mask is not None:
-            batch = batch_shape(X.shape[:-2], context.shape[:-2],
-                                what="X and context")
-            # (..., 1, N, N_k) for every head, or (..., H, N, N_k)
-            mask = require_head_mask(mask, self.n_heads, X.shape[-2],
-                                     context.shape[-2], batch)
-        H = self.n_heads
-        # q_n R_n: rotated queries and keys     (..., H, N or N_k, d_head)
-        Q = apply_rotary(split_heads(self.W_q(X), H))
-        K = apply_rotary(split_heads(self.W_k(context), H))
-        V = split_heads(self.W_v(context), H)  # (..., H, N_k, d_head)
+    def forward(self, X, mask=None, *, context=None, positions=None,
+                cache=None, return_attention=True):
+        mask = check_attention_inputs(self, X, mask, context, cache)
+        H, N = self.n_heads, X.shape[-2]
+        p = head_positions(positions, N, cache, X.device)
+        # q_n R_n: rotated queries                   (..., H, N, d_head)
+        Q = apply_rotary(split_heads(self.W_q(X), H), self.theta, p)
+        if context is None:
+            # rotated keys at the queries' positions (..., H, N, d_head)
+            K = apply_rotary(split_heads(self.W_k(X), H), self.theta, p)
+            V = split_heads(self.W_v(X), H)
+            if cache is not None:
+                # the cached tokens, then these    (B, H, P + N, d_head)
+                K, V = cache.update(K, V)
+        else:
+            # keys at 0 .. N_k - 1                  (..., H, N_k, d_head)
+            K = apply_rotary(split_heads(self.W_k(context), H), self.theta)
+            V = split_heads(self.W_v(context), H)
         # head_h = softmax(Q_h K_h^T / sqrt(d_head)) V_h
         heads, A = scaled_dot_product_attention(Q, K, V, mask)
         if self.training and self.dropout > 0:
@@ -183,6 +220,9 @@ class RotaryAttention(MultiHeadAttention):
         # MHA(X) = Concat(head_1, ..., head_H) W_o     (..., N, d_model)
         Y = self.W_o(merge_heads(heads))
         return (Y, A) if return_attention else Y
+
+    def extra_repr(self):
+        return f"theta={self.theta}"
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -590,20 +590,10 @@ def test_page_in_a_browser(page, server, name):
 
 # A laptop's window and a phone's.
 WIDTHS = (1280, 400)
-# Pages whose printed outputs or tables were wider than a 1280 px column
-# when the width check was extended to them; a page leaves the list when
-# its outputs fit (chapter 9 and 10's do: their cells print lines of at
-# most 79 characters).
-OUTPUTS_NOT_YET_FITTED = {
-    "chapters/01_attention_coefficients/attention_coefficients",
-    "chapters/02_self_attention/self_attention",
-    "chapters/03_multi_head_attention/multi_head_attention",
-    "chapters/04_transformer_layers/transformer_layers",
-    "chapters/05_complexity/complexity",
-    "chapters/06_positional_encoding/positional_encoding",
-    "chapters/07_vision_transformer/vision_transformer",
-    "chapters/08_linear_attention/linear_attention",
-}
+# Pages whose printed outputs or tables are still wider than a 1280 px
+# column; a page leaves the list when its outputs fit (every chapter's
+# do: their cells print lines of at most 79 characters).
+OUTPUTS_NOT_YET_FITTED = set()
 
 # What is cut off: every math, code or table block whose content reaches
 # beyond a box that hides its overflow (or scrolls it out of reach, on

@@ -262,19 +262,33 @@ def test_the_same_seed_gives_the_same_sample():
     assert not all(torch.equal(x, y) for x, y in zip(a, c, strict=True))
 
 
-def test_a_subclassed_layer_is_refused_by_the_cache():
-    """The cache replays the layer's equations: a layer whose forward was
-    changed would silently not run, so the cache refuses it."""
+def test_a_subclass_that_passes_the_cache_on_is_cached():
+    """The cache is a path through the modules' own forward: a user's
+    subclass runs, cached or not, and the two generate the same tokens;
+    one that drops the cache keyword is refused with a clear error."""
     from course_lib.multihead import MultiHeadAttention
 
     class Louder(MultiHeadAttention):
         def forward(self, X, mask=None, **kwargs):
-            Y, A = super().forward(X, mask)
+            Y, A = super().forward(X, mask, **kwargs)
             return 2 * Y, A
 
-    m = model()
-    m.encoder.layers[1].attention = Louder(d_model=16, n_heads=2)
-    with pytest.raises(ValueError, match="use_cache=False"):
+    class Deaf(MultiHeadAttention):
+        def forward(self, X, mask=None, **kwargs):
+            return super().forward(X, mask)
+
+    m = model(seed=3)
+    plain = gen.generate(m, prompts(4, seed=4), max_new_tokens=8,
+                         temperature=0)
+    louder = Louder(d_model=16, n_heads=2)
+    louder.load_state_dict(m.encoder.layers[1].attention.state_dict())
+    m.encoder.layers[1].attention = louder
+    runs = [gen.generate(m, prompts(4, seed=4), max_new_tokens=8,
+                         temperature=0, use_cache=c) for c in (True, False)]
+    assert all(map(torch.equal, *runs))
+    assert not all(map(torch.equal, runs[0], plain))  # Louder ran
+    m.encoder.layers[1].attention = Deaf(d_model=16, n_heads=2)
+    with pytest.raises(ValueError, match="did not pass the KV cache on"):
         gen.generate(m, [torch.tensor([1, 2])], max_new_tokens=3)
     assert len(gen.generate(m, [torch.tensor([1, 2])], max_new_tokens=3,
                             use_cache=False)[0]) == 5

@@ -204,7 +204,7 @@ from course_lib.language_model import load_course_prose, shipped_record
 assert hashlib.sha256(load_course_prose().encode()).hexdigest() == {
     hashlib.sha256((ROOT / "course_lib" / "data" / "course_prose.txt")
                    .read_bytes()).hexdigest()!r}
-for name in ("language_model", "kv_cache"):
+for name in ("language_model", "kv_cache", "modern_block"):
     assert shipped_record(name)["date"], name
 
 # A chapter's check runs on the visible cases without the tooling.

@@ -57,6 +57,8 @@ CHAPTER_OF = {
     "kv_attention_step": "chapter10", "induction_scores": "chapter10",
     "pair_counts": "chapter11", "merge_pair": "chapter11",
     "bpe_encode": "chapter11", "bits_per_character": "chapter11",
+    "rms_norm": "chapter12", "warmup_cosine": "chapter12",
+    "adamw_step": "chapter12", "gqa_rope_step": "chapter12",
 }
 
 
