@@ -619,6 +619,7 @@ DECODING_WORK = Exercise(
     forbidden_reference=(ref.decoding_work,),
     shortcut_advice="Derive the counts; course_lib's decoding_work is not "
                     "allowed.",
+    integer=True,  # the text asks for two ints
 )
 
 EXERCISES = (TEACHER_FORCING, DECODER_LAYER, GREEDY_DECODE,

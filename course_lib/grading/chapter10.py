@@ -89,7 +89,10 @@ NEXT_TOKEN_LOSS = Exercise(
 def _sample_with(logits, temperature, top_k, n_samples, seed, *,
                  multiply=False, renormalise=True, keep=0, smallest=False,
                  filtered=True):
-    z = logits * temperature if multiply else logits / temperature
+    # less the largest first, as the text asks, so that a vanishing
+    # temperature gives the argmax rather than inf - inf
+    z = logits * temperature if multiply else \
+        (logits - logits.amax(-1, keepdim=True)) / temperature
     if top_k is not None:
         k = min(top_k + keep, z.shape[-1])
         chosen = z.topk(k, dim=-1, largest=not smallest).indices
@@ -118,6 +121,13 @@ def sampling_case(B, V, temperature, top_k, n, seed, dtype=F32):
             top_k, n, mixed(seed))
 
 
+def ranked_case(B, V, temperature, top_k, n, seed, dtype=F32):
+    """:func:`sampling_case` with whole-number logits: each row a
+    shuffle of ``0 .. V - 1``, so that logits differ by exactly 1."""
+    order = torch.rand(B, V, generator=generator(seed)).argsort(dim=-1)
+    return (order.to(dtype), temperature, top_k, n, mixed(seed))
+
+
 SAMPLE_TOP_K = Exercise(
     name="sample_top_k",
     reference=ref_gen.sample_top_k,
@@ -134,6 +144,11 @@ SAMPLE_TOP_K = Exercise(
         # the text says a top_k of V or more keeps every symbol
         Case("top_k = 8 larger than V = 4, 10 samples",
              sampling_case(2, 4, 1.0, 8, 10, seed=1014)),
+        # the text says a temperature as small as 1e-40 is the argmax
+        Case("a vanishing temperature (1e-40), 3 rows, V = 7, top_k = 3",
+             sampling_case(3, 7, 1e-40, 3, 8, seed=1015)),
+        Case("whole-number logits (a shuffle of 0 .. V - 1), temperature "
+             "0.5, top_k = 4", ranked_case(2, 6, 0.5, 4, 10, seed=1016)),
     ],
     misconceptions=(
         Misconception("the logits are multiplied by the temperature",

@@ -9,7 +9,7 @@ import torch
 
 from course_lib import bpe
 from course_lib import tokenization as ref
-from course_lib.grading.common import F32, F64
+from course_lib.grading.common import F32, F64, draw, generator
 from course_lib.grading.engine import Case, Exercise, Misconception
 
 # ----------------------------------------------------------- pair counts
@@ -18,7 +18,7 @@ from course_lib.grading.engine import Case, Exercise, Misconception
 def ids_case(N, V, seed, pieces=3):
     """``(ids (N,), starts (N,), V)``: random ids in ``0 .. V - 1`` cut
     into about ``pieces`` pre-tokens (the first always starts one)."""
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     ids = torch.randint(V, (N,), generator=g)
     starts = torch.rand(N, generator=g) < pieces / N
     starts[0] = True
@@ -136,10 +136,9 @@ MERGE_PAIR = Exercise(
 # ------------------------------------------------------------ bpe encode
 
 
-def encode_case(text, n_merges, seed=None):
+def encode_case(text, n_merges):
     """``(ids, merges, 256)``: the bytes of ``text`` and the first
-    ``n_merges`` merges of a BPE trained on ``text`` repeated (a random
-    subset of the merges when ``seed`` is given, keeping their order)."""
+    ``n_merges`` merges of a BPE trained on ``text`` repeated."""
     vocab, merges = bpe.train_bpe(text * 3, 256 + n_merges)
     id_of = {t: i for i, t in vocab.items()}
     pairs = [[id_of[a], id_of[b]] for a, b in merges]
@@ -151,6 +150,30 @@ def hand_case(ids, merges, first_id):
     """A pre-token and merges written out by hand."""
     return (torch.tensor(ids, dtype=torch.long),
             torch.tensor(merges, dtype=torch.long).reshape(-1, 2), first_id)
+
+
+def relabelled_case(ids, merges, first_id, seed):
+    """:func:`hand_case` with its symbols ``0 .. first_id - 1`` permuted
+    and its merged tokens moved to a new ``first_id`` (drawn with the
+    salt): the same structure, other ids."""
+    perm = torch.randperm(first_id, generator=generator(seed)).tolist()
+    new_first = first_id + draw(0, 250, seed=seed + 1)
+
+    def relabel(token):
+        return perm[token] if token < first_id else \
+            new_first + token - first_id
+
+    return hand_case([relabel(t) for t in ids],
+                     [[relabel(t) for t in pair] for pair in merges],
+                     new_first)
+
+
+def drawn_text(letters, low, high, seed):
+    """A space and ``low .. high`` letters drawn from ``letters`` with the
+    salt: a pre-token with repeated pairs to merge."""
+    n = draw(low, high, seed=seed)
+    picks = torch.randint(len(letters), (n,), generator=generator(seed + 1))
+    return " " + "".join(letters[i] for i in picks.tolist())
 
 
 def _expand(token, merges, first_id):
@@ -240,7 +263,7 @@ BPE_ENCODE = Exercise(
 def bits_case(shape, seed, dtype=F32):
     """``(loss, n_tokens, n_characters)``: a mean loss in nats per token
     of ``shape``, and token and character counts."""
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     loss = (torch.rand(shape, generator=g, dtype=F64) * 4 + 0.5).to(dtype)
     n_tokens = torch.randint(100, 1000, shape, generator=g)
     per = torch.rand(shape, generator=g, dtype=F64) * 3 + 1

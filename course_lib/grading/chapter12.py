@@ -99,11 +99,17 @@ def _schedule_with(step, *, peak_lr, warmup_steps, total_steps,
                                                            * progress))
 
 
-def schedule_case(step, peak, warmup, total, min_lr):
-    return Case(f"step {step} of {total}, warm-up {warmup}, peak {peak}, "
-                f"min_lr {min_lr}", (step,),
-                dict(peak_lr=peak, warmup_steps=warmup, total_steps=total,
-                     min_lr=min_lr))
+def schedule_case(step, peak, warmup, total, min_lr, label=None):
+    """A case of the schedule; ``min_lr`` ``None`` leaves it at its
+    default (0.0)."""
+    kwargs = dict(peak_lr=peak, warmup_steps=warmup, total_steps=total)
+    if min_lr is not None:
+        kwargs["min_lr"] = min_lr
+    if label is None:
+        label = (f"step {step} of {total}, warm-up {warmup}, peak {peak}, "
+                 + ("min_lr left at its default" if min_lr is None else
+                    f"min_lr {min_lr}"))
+    return Case(label, (step,), kwargs)
 
 
 def _in_warmup(case):
@@ -123,6 +129,7 @@ WARMUP_COSINE = Exercise(
         schedule_case(10, 1e-2, 10, 100, 1e-3),
         schedule_case(40, 1.0, 20, 120, 0.1),
         schedule_case(150, 1e-2, 10, 100, 1e-3),
+        schedule_case(70, 1e-2, 10, 100, None),
     ],
     families=(Family("the warm-up", 1, _in_warmup),
               Family("the decay and after it", 1)),
@@ -180,7 +187,7 @@ def _adamw_wrong(**how):
 
 
 def adamw_case(shape, step, seed, dtype=F32, lr=1e-2, betas=(0.9, 0.999),
-               eps=1e-8, weight_decay=0.1, grad_scale=0.1):
+               eps=1e-8, weight_decay=0.1, grad_scale=0.1, label=None):
     """``(param, grad, exp_avg, exp_avg_sq, step)`` and the keywords: the
     moments are those of ``step - 1`` earlier gradients (zero at step
     1) of size ``grad_scale``."""
@@ -191,9 +198,10 @@ def adamw_case(shape, step, seed, dtype=F32, lr=1e-2, betas=(0.9, 0.999),
         g = randn(*shape, seed=seed + 2 + k, dtype=dtype, scale=grad_scale)
         m = betas[0] * m + (1 - betas[0]) * g
         v = betas[1] * v + (1 - betas[1]) * g * g
-    return Case(f"a {tuple(shape)} parameter at step {step}, lr {lr}, "
-                f"weight decay {weight_decay}, gradients of size "
-                f"{grad_scale}, {str(dtype)[6:]}",
+    label = label or (f"a {tuple(shape)} parameter at step {step}, lr "
+                      f"{lr}, weight decay {weight_decay}, gradients of "
+                      f"size {grad_scale}, {str(dtype)[6:]}")
+    return Case(label,
                 (param, grad, m, v, step),
                 dict(lr=lr, betas=betas, eps=eps,
                      weight_decay=weight_decay))
@@ -209,6 +217,10 @@ ADAMW_STEP = Exercise(
         adamw_case((2, 3, 2), 4, seed=1231, lr=0.1, weight_decay=0.5),
         adamw_case((4, 2), 30, seed=1241, weight_decay=0.0, eps=1e-6,
                    grad_scale=1e-4),
+        # eps the size of the gradients: it changes the step by about half
+        adamw_case((3, 3), 3, seed=1251, lr=0.1, eps=1e-3,
+                   grad_scale=1e-3, label="a (3, 3) parameter at step 3, "
+                   "eps 1e-3 as large as the gradients"),
     ],
     misconceptions=(
         Misconception("the weight decay is added to the gradient (Adam's "

@@ -95,12 +95,16 @@ HIDDEN = {
         ("moves just above the threshold", "tiny", 3, 5, 7),
     ], seed=990),
     "decoding_work": lambda: work_cases([
-        ("6 digits, 1 word, 2 + 2 layers, no cache", 6, 1, 2, 2, "none"),
-        ("3 source tokens, 9 new, 4 + 1 layers, no cache", 3, 9, 4, 1,
-         "none"),
-        ("12 source tokens, 20 new, 6 + 6 layers, the memory kept", 12,
-         20, 6, 6, "memory"),
-        ("2 source tokens, 30 new, 1 + 3 layers, memory and keys and "
-         "values kept", 2, 30, 1, 3, "memory+kv"),
+        ("one new token, no cache", draw(3, 9, seed=1901), 1,
+         draw(2, 4, seed=1902), draw(2, 4, seed=1903), "none"),
+        ("an even number of new tokens, one decoder layer, no cache",
+         draw(2, 6, seed=1904), 2 * draw(3, 6, seed=1905),
+         draw(2, 6, seed=1906), 1, "none"),
+        ("an odd number of new tokens, the memory kept",
+         draw(8, 16, seed=1907), 2 * draw(6, 12, seed=1908) + 1,
+         draw(4, 8, seed=1909), draw(4, 8, seed=1910), "memory"),
+        ("one encoder layer, memory and keys and values kept",
+         draw(2, 5, seed=1911), draw(20, 40, seed=1912), 1,
+         draw(2, 5, seed=1913), "memory+kv"),
     ]),
 }

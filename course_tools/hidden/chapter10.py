@@ -7,6 +7,7 @@ process."""
 from course_lib.grading.chapter10 import (
     attention_case,
     logits_and_tokens,
+    ranked_case,
     sampling_case,
     step_case,
 )
@@ -47,6 +48,16 @@ HIDDEN = {
                            draw_float(1.0, 1.5, seed=1083),
                            draw(8, 12, seed=1084), draw(80, 120, seed=1085),
                            seed=1065)),
+        Case("a vanishing temperature (of the order of 1e-40)",
+             sampling_case(draw(2, 4, seed=1086), draw(6, 12, seed=1087),
+                           draw_float(1.0, 9.0, seed=1088) * 1e-40,
+                           draw(2, 5, seed=1089), draw(8, 16, seed=1090),
+                           seed=1091)),
+        Case("whole-number logits (a shuffle of 0 .. V - 1)",
+             ranked_case(draw(2, 4, seed=1092), draw(6, 10, seed=1093),
+                         draw_float(0.3, 0.8, seed=1094),
+                         draw(2, 5, seed=1095), draw(8, 16, seed=1096),
+                         seed=1097)),
     ],
     "kv_attention_step": lambda: [
         Case("an empty cache: 4 new tokens (the prompt)",

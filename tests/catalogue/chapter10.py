@@ -26,7 +26,8 @@ def next_token_loss(logits, tokens):
     "sample_top_k": [
         ("threshold at the k-th largest", '''
 def sample_top_k(logits, temperature, top_k, n_samples, seed):
-    z = logits / temperature
+    # less the largest: a temperature of 1e-40 gives 0 and -inf
+    z = (logits - logits.amax(-1, keepdim=True)) / temperature
     if top_k is not None and top_k < z.shape[-1]:
         kth = torch.sort(z, dim=-1, descending=True).values[:, top_k - 1]
         z = torch.where(z >= kth[:, None], z, torch.tensor(-math.inf,
@@ -38,7 +39,8 @@ def sample_top_k(logits, temperature, top_k, n_samples, seed):
 '''),
         ("softmax of the top-k values scattered back", '''
 def sample_top_k(logits, temperature, top_k, n_samples, seed):
-    z = logits / temperature
+    # less the largest: a temperature of 1e-40 gives 0 and -inf
+    z = (logits - logits.amax(-1, keepdim=True)) / temperature
     k = z.shape[-1] if top_k is None else min(top_k, z.shape[-1])
     values, index = torch.topk(z, k, dim=-1)
     probs = torch.zeros_like(z).scatter(-1, index, values.softmax(-1))
@@ -179,7 +181,8 @@ def sample_top_k(logits, temperature, top_k, n_samples, seed):
 '''),
         ("top-k keeps one symbol too many", '''
 def sample_top_k(logits, temperature, top_k, n_samples, seed):
-    z = logits / temperature
+    # less the largest: a temperature of 1e-40 gives 0 and -inf
+    z = (logits - logits.amax(-1, keepdim=True)) / temperature
     if top_k is not None:
         kth = z.topk(min(top_k + 1, z.shape[-1]), -1).values[:, -1:]
         z = z.masked_fill(z < kth, float("-inf"))
@@ -189,7 +192,8 @@ def sample_top_k(logits, temperature, top_k, n_samples, seed):
 '''),
         ("the samples are drawn from the unfiltered softmax", '''
 def sample_top_k(logits, temperature, top_k, n_samples, seed):
-    z = logits / temperature
+    # less the largest: a temperature of 1e-40 gives 0 and -inf
+    z = (logits - logits.amax(-1, keepdim=True)) / temperature
     if top_k is not None:
         kth = z.topk(min(top_k, z.shape[-1]), -1).values[:, -1:]
         z = z.masked_fill(z < kth, float("-inf"))

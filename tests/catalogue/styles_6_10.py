@@ -712,7 +712,8 @@ def keep_top_k(z, k):
 
 
 def sample_top_k(logits, temperature, top_k, n_samples, seed):
-    operator = keep_top_k(logits / temperature, top_k)
+    shifted = logits - logits.amax(-1, keepdim=True)
+    operator = keep_top_k(shifted / temperature, top_k)
     probs = torch.softmax(operator, dim=-1)
     g = torch.Generator().manual_seed(seed)
     return probs, torch.multinomial(probs, n_samples, replacement=True,
@@ -855,7 +856,8 @@ CORRECT["sample_top_k"].append(
     ("a loop over the rows, IPython magic in the cell", '''
 %precision 4
 def sample_top_k(logits, temperature, top_k, n_samples, seed):
-    z = logits / temperature
+    # less the largest: a temperature of 1e-40 gives 0 and -inf
+    z = (logits - logits.amax(-1, keepdim=True)) / temperature
     probs = torch.zeros_like(z)
     for b in range(z.shape[0]):
         row = z[b]
