@@ -226,8 +226,10 @@ BPE_ENCODE = Exercise(
         Case("'aaaaa' with 3 merges", encode_case("aaaaa", 3)),
         Case("'abcd' with merges (c, d), (a, b), (b, c), (a, bc)",
              hand_case([0, 1, 2, 3], [[2, 3], [0, 1], [1, 2], [0, 7]], 5)),
-        Case("'abc' (ids 0 1 2) with merges (1, 2), then (0, 1)",
-             hand_case([0, 1, 2], [[1, 2], [0, 1]], 5)),
+        # the leftmost pair would make (a, b) and stop; the longest match
+        # would find (a, bc) as the merges do: only rank order tells
+        Case("'abc' (ids 0 1 2) with merges (1, 2), (0, 1), then (0, 12)",
+             hand_case([0, 1, 2], [[1, 2], [0, 1], [0, 5]], 5)),
         Case("'abcd' with merges (b, c), (bc, d), (a, b)",
              hand_case([0, 1, 2, 3], [[1, 2], [5, 3], [0, 1]], 5)),
         Case("' hello' with no merge that applies",
