@@ -87,7 +87,7 @@ HIDDEN = {
         ("8 heads in 2 groups, a causal mask, float64",
          (2, _n(5, 6, 351)), 16, 8, 2, F64, "causal"),
         ("per-sequence masks, B = H = 4, 2 groups, float64",
-         (4, _n(4, 5, 352)), 8, 4, 2, F64, "per sequence"),
+         (4, _n(5, 6, 352)), 8, 4, 2, F64, "per sequence"),
         ("6 heads in 3 groups, two batch axes",
          (2, _n(2, 3, 353), _n(3, 4, 354)), 12, 6, 3, F32, None),
         ("a single sequence (N, D), 4 heads, 1 group", (_n(4, 5, 355),),
