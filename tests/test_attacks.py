@@ -272,6 +272,10 @@ def test_an_attack_earns_what_the_answer_deserves(batch, attack):
     if attack in ("check_replaced", "forged_results", "leak",
                   "partial_credit"):
         assert others == (2, 0), result.messages
+    elif attack == "patched_harness":
+        # rebinding the grader's own harness is use of the grading
+        # machinery, which costs every exercise of the submission
+        assert others == (0, 0), result.messages
     else:
         assert others == (2, 3), result.messages
 
