@@ -27,15 +27,34 @@ from course_lib.multihead import (
 from course_lib.norms import RMSNorm
 from course_lib.positional import apply_rotary, head_positions
 
-__all__ = ["SwiGLU", "GroupedQueryAttention", "LlamaBlock", "LlamaModel",
-           "from_transformers"]
+__all__ = ["silu", "SiLU", "SwiGLU", "GroupedQueryAttention", "LlamaBlock",
+           "LlamaModel", "from_transformers", "rope_theta"]
+
+
+def silu(x):
+    """The sigmoid-weighted linear unit (Elfwing et al., 2018; Swish with
+    ``beta = 1``), ``SiLU(z) = z sigmoid(z)`` elementwise, any shape, in
+    ``x``'s dtype: ``torch.nn.functional.silu``."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise ValueError(f"x must be a floating-point tensor, got "
+                         f"{x!r:.60}")
+    # SiLU(z) = z sigmoid(z)
+    return x * torch.sigmoid(x)
+
+
+class SiLU(nn.Module):
+    """:func:`silu` as a module (``torch.nn.SiLU``): ``(...) -> (...)``."""
+
+    def forward(self, x):
+        return silu(x)
 
 
 class SwiGLU(nn.Module):
     """The gated feed-forward network of Shazeer (2020), ``(..., N,
     d_model) -> (..., N, d_model)``: ``W_down(SiLU(x W_gate) * (x
     W_up))`` with ``SiLU(z) = z sigmoid(z)``; ``W_gate`` and ``W_up``
-    are ``d_model -> d_ff``, ``W_down`` ``d_ff -> d_model`` (Shazeer's
+    are ``d_model -> d_ff``, ``W_down`` ``d_ff -> d_model`` (:func:`silu`;
+    Shazeer's
     ``W``, ``V``, ``W_2``; Hugging Face's ``gate_proj``, ``up_proj``,
     ``down_proj``). Three matrices instead of two: ``d_ff = 2/3`` of a
     ReLU network's keeps the parameters equal."""
@@ -56,7 +75,7 @@ class SwiGLU(nn.Module):
                              f", got {X!r:.60}")
         gate = self.W_gate(X)  # x W_gate                     (..., N, d_ff)
         # SwiGLU(x) = (SiLU(x W_gate) * x W_up) W_down      (..., N, D)
-        return self.W_down(gate * torch.sigmoid(gate) * self.W_up(X))
+        return self.W_down(silu(gate) * self.W_up(X))
 
 
 class GroupedQueryAttention(nn.Module):
@@ -69,12 +88,19 @@ class GroupedQueryAttention(nn.Module):
     the rotation off. ``H_kv = H`` is multi-head attention, ``H_kv = 1``
     multi-query attention.
 
-    ``forward(X, mask=None, *, positions=None, cache=None,
-    return_attention=True)``: ``X (..., N, d_model)`` to ``Y (..., N,
-    d_model)`` and ``A (..., H, N, N_k)``; ``positions (..., N)``
-    default to ``0 .. N - 1``, or to ``P .. P + N - 1`` after the ``P``
-    tokens of ``cache`` (a :class:`~course_lib.kv_cache.LayerCache`),
-    which keeps the ``H_kv`` rotated key heads, once per group.
+    ``forward(X, mask=None, *, is_causal=None, positions=None,
+    cache=None, return_attention=True)``: ``X (..., N, d_model)`` to ``Y
+    (..., N, d_model)`` and ``A (..., H, N, N_k)`` (an attention module:
+    ``(Y, A)`` by default, the rule of the notation page). Causal by
+    default: without a ``mask`` new token ``n`` sees the keys ``m <= P +
+    n`` (``P`` cached tokens); a bool ``mask`` (``True`` where a query
+    may attend) replaces that pattern, and ``is_causal=False`` without a
+    mask lets every query see every key (``is_causal=True`` with a mask
+    is an error, as in ``F.scaled_dot_product_attention``).
+    ``positions (..., N)`` default to ``0 .. N - 1``, or to ``P .. P + N
+    - 1`` after the ``P`` tokens of ``cache`` (a
+    :class:`~course_lib.kv_cache.LayerCache`), which keeps the ``H_kv``
+    rotated key heads, once per group.
     """
 
     def __init__(self, *, d_model, n_heads, n_kv_heads=None, theta=10000.0,
@@ -101,10 +127,12 @@ class GroupedQueryAttention(nn.Module):
         self.W_v = nn.Linear(d_model, d_kv, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, X, mask=None, *, positions=None, cache=None,
-                return_attention=True):
+    def forward(self, X, mask=None, *, is_causal=None, positions=None,
+                cache=None, return_attention=True):
         mask = check_attention_inputs(self, X, mask, None, cache)
         H, H_kv, N = self.n_heads, self.n_kv_heads, X.shape[-2]
+        # no mask: new token n sees key m <= P + n       (N, P + N)
+        mask = _causal_unless_masked(mask, is_causal, N, cache, X.device)
         Q = split_heads(self.W_q(X), H)  # (..., H, N, d_head)
         K = split_heads(self.W_k(X), H_kv)  # (..., H_kv, N, d_head)
         V = split_heads(self.W_v(X), H_kv)  # (..., H_kv, N, d_head)
@@ -126,6 +154,26 @@ class GroupedQueryAttention(nn.Module):
         return (Y, A) if return_attention else Y
 
 
+def _causal_unless_masked(mask, is_causal, N, cache, device):
+    """The mask an attention module documented as causal uses: ``mask``
+    when one is given, else the causal mask of ``N`` new tokens after
+    the ``P`` of ``cache`` (``None`` with ``is_causal=False``)."""
+    if is_causal not in (None, True, False):
+        raise ValueError(f"is_causal must be None, True or False, got "
+                         f"{is_causal!r}")
+    if mask is not None:
+        if is_causal:
+            raise ValueError("pass either a mask or is_causal=True, not "
+                             "both: a given mask replaces the causal one")
+        return mask
+    if is_causal is False:
+        return None
+    P = 0 if cache is None else cache.length
+    # key m is visible to new token n when m <= P + n  (N, P + N)
+    return torch.ones(N, P + N, dtype=torch.bool,
+                      device=device).tril(diagonal=P)
+
+
 def _norm(kind, d_model, bias, eps):
     if kind == "rms":
         return RMSNorm(d_model=d_model, eps=eps)
@@ -140,10 +188,12 @@ class LlamaBlock(nn.Module):
     (:class:`GroupedQueryAttention`), ``norm2``, ``feed_forward``
     (:class:`SwiGLU`, or chapter 4's ReLU ``FeedForward`` with
     ``feed_forward="relu"``); ``norm="rms"`` or ``"layer"``.
-    ``forward(X, mask=None, *, positions=None, cache=None,
-    return_attention=False)``: ``X (..., N, d_model) -> Y (..., N,
-    d_model)`` (and ``A (..., H, N, N_k)``); ``positions`` and ``cache``
-    are handed to the attention's ``forward`` when given."""
+    ``forward(X, mask=None, *, is_causal=None, positions=None,
+    cache=None, return_attention=False)``: ``X (..., N, d_model) -> Y
+    (..., N, d_model)`` (and ``A (..., H, N, N_k)``); causal unless a
+    ``mask`` or ``is_causal=False`` says otherwise, as the attention's;
+    ``positions`` and ``cache`` are handed to the attention's
+    ``forward`` when given."""
 
     def __init__(self, *, d_model, n_heads, d_ff, n_kv_heads=None,
                  norm="rms", feed_forward="swiglu", theta=10000.0,
@@ -164,9 +214,10 @@ class LlamaBlock(nn.Module):
             raise ValueError("feed_forward must be 'swiglu' or 'relu', got "
                              f"{feed_forward!r}")
 
-    def forward(self, X, mask=None, *, positions=None, cache=None,
-                return_attention=False):
-        extra = {k: v for k, v in (("positions", positions),
+    def forward(self, X, mask=None, *, is_causal=None, positions=None,
+                cache=None, return_attention=False):
+        extra = {k: v for k, v in (("is_causal", is_causal),
+                                   ("positions", positions),
                                    ("cache", cache)) if v is not None}
         # Z = X + Attention(Norm_1(X))                     (..., N, D)
         attended, A = self.attention(self.norm1(X), mask, **extra)
@@ -187,11 +238,16 @@ class LlamaModel(nn.Module):
     ``max_len`` vectors to the tokens instead (chapter 10). ``max_len``
     bounds the positions either way.
 
-    ``forward(tokens, *, valid=None, cache=None, return_attention=False)``
-    maps ``tokens (..., N)`` to ``logits (..., N, V)``, causally;
-    ``valid (..., N)`` marks the real tokens of left-padded prompts;
-    ``cache`` (a :class:`~course_lib.kv_cache.KVCache`) holds earlier
-    tokens of ``tokens (B, N)``, as for chapter 10's model.
+    ``forward(tokens, *, positions=None, valid=None, cache=None,
+    return_attention=False)`` maps ``tokens (..., N)`` to ``logits (...,
+    N, V)``, causally; ``valid (..., N)`` marks the real tokens of
+    left-padded prompts; ``cache`` (a
+    :class:`~course_lib.kv_cache.KVCache`) holds earlier tokens of
+    ``tokens (B, N)``, as for chapter 10's model. ``positions`` (ints,
+    broadcastable to ``(..., N)``, each below ``max_len``) replace the
+    positions counted from the real and cached tokens (a window that
+    starts at an offset); the causal mask stays that of the order of the
+    tokens.
     """
 
     def __init__(self, *, vocab_size, max_len, d_model, n_heads, d_ff,
@@ -225,7 +281,7 @@ class LlamaModel(nn.Module):
             nn.init.normal_(self.token_embedding.weight, std=d_model ** -0.5)
             self.output.weight = self.token_embedding.weight
 
-    def forward(self, tokens, *, valid=None, cache=None,
+    def forward(self, tokens, *, positions=None, valid=None, cache=None,
                 return_attention=False):
         if not isinstance(tokens, torch.Tensor) or tokens.is_floating_point(
         ) or tokens.dim() < 1:
@@ -244,11 +300,16 @@ class LlamaModel(nn.Module):
                              f"{self.vocab_size - 1}")
         # positions count real tokens, cached ones too;   (..., N)
         # query n sees real key m <= P + n                (..., N, P + N)
-        positions, mask = causal_frame(tokens.shape[-1], valid=valid,
-                                       cache=cache, device=tokens.device)
+        counted, mask = causal_frame(tokens.shape[-1], valid=valid,
+                                     cache=cache, device=tokens.device)
+        if positions is None:
+            positions = counted
+        else:
+            positions = _check_positions(positions, tokens.shape)
         if positions.numel() and int(positions.max()) >= self.max_len:
-            raise ValueError(f"a sequence may have at most max_len = "
-                             f"{self.max_len} tokens")
+            raise ValueError(f"positions must lie below max_len = "
+                             f"{self.max_len}: a sequence may have at "
+                             f"most max_len tokens")
         X = self.token_embedding(tokens)  # x_n = E[token_n] (..., N, D)
         if not self.rotary:
             # x_n = E[token_n] + P[position_n]
@@ -271,6 +332,26 @@ class LlamaModel(nn.Module):
         return (logits, weights) if return_attention else logits
 
 
+def _check_positions(positions, shape):
+    """``positions``, integers broadcastable to the tokens' ``shape``
+    ``(..., N)`` and not negative, broadcast to it."""
+    if not isinstance(positions, torch.Tensor) or positions.dtype in (
+            torch.bool,) or positions.is_floating_point() or \
+            positions.dim() < 1 or positions.shape[-1] != shape[-1]:
+        raise ValueError(f"positions must be an integer tensor "
+                         f"broadcastable to the tokens' shape "
+                         f"{tuple(shape)}, got {positions!r:.60}")
+    try:
+        positions = positions.expand(shape)
+    except RuntimeError:
+        raise ValueError(f"positions of shape {tuple(positions.shape)} do "
+                         f"not broadcast to the tokens' shape "
+                         f"{tuple(shape)}") from None
+    if positions.numel() and int(positions.min()) < 0:
+        raise ValueError("positions must be >= 0")
+    return positions
+
+
 def _interleave_rows(weight, n_heads):
     """Hugging Face rotates feature ``i`` with ``i + d_head / 2`` of a head,
     we rotate ``2i`` with ``2i + 1`` (as LLaMA's own code): reorder the
@@ -284,11 +365,34 @@ def _interleave_rows(weight, n_heads):
                                                                  d_model)
 
 
+def rope_theta(config):
+    """RoPE's base ``theta`` of a Hugging Face Llama ``config``, from
+    ``config.rope_parameters["rope_theta"]`` (transformers 5) or
+    ``config.rope_theta`` (transformers 4). A scaled RoPE (``rope_type``
+    other than ``"default"``) is refused: this module rotates by
+    ``theta`` alone."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    scaling = dict(getattr(config, "rope_scaling", None) or {})
+    kind = params.get("rope_type", scaling.get("rope_type",
+                                               scaling.get("type")))
+    if kind not in (None, "default"):
+        raise ValueError(f"RoPE scaling {kind!r} is not supported: only "
+                         "rope_type 'default' (a plain base theta)")
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    if theta is None:
+        raise ValueError("the config has neither rope_parameters"
+                         "['rope_theta'] nor rope_theta")
+    return float(theta)
+
+
 def from_transformers(hf_model):
     """A :class:`LlamaModel` with the weights of Hugging Face's
     ``LlamaForCausalLM`` (or a :class:`LlamaBlock` from one
     ``LlamaDecoderLayer``, given as ``(layer, config)``), in their
-    dtype. Reads attributes only: ``transformers`` is not imported."""
+    dtype. Reads attributes only: ``transformers`` is not imported
+    (RoPE's base from :func:`rope_theta`, either version's config). A
+    plain state dict under Hugging Face's or another course's names:
+    :func:`course_lib.state_dicts.from_state_dict`."""
     if isinstance(hf_model, tuple):
         layer, config = hf_model
         return _block_from(layer, config)
@@ -303,7 +407,7 @@ def from_transformers(hf_model):
         n_heads=config.num_attention_heads, d_ff=config.intermediate_size,
         n_layers=config.num_hidden_layers,
         n_kv_heads=config.num_key_value_heads,
-        theta=config.rope_parameters["rope_theta"],
+        theta=rope_theta(config),
         eps=config.rms_norm_eps, tie_embeddings=tied)
     dtype = hf_model.lm_head.weight.dtype
     model.to(dtype)
@@ -322,7 +426,7 @@ def _block_from(layer, config):
     H, H_kv = config.num_attention_heads, config.num_key_value_heads
     block = LlamaBlock(d_model=config.hidden_size, n_heads=H,
                        d_ff=config.intermediate_size, n_kv_heads=H_kv,
-                       theta=config.rope_parameters["rope_theta"],
+                       theta=rope_theta(config),
                        eps=config.rms_norm_eps)
     attn, mlp = layer.self_attn, layer.mlp
     block.to(attn.q_proj.weight.dtype)

@@ -5,7 +5,11 @@ the normalisation of LLaMA, Mistral, Qwen and Gemma.
 Conventions (shared by every module of ``course_lib``): tokens are rows,
 ``X`` is ``(..., N, D)`` with any number of leading batch dimensions and
 ``D = d_model``; a normalisation acts on the last dimension of each row
-on its own. Float32 and float64 inputs keep their dtype.
+on its own. Inputs keep their dtype: float32, float64, and the 16-bit
+float16 and bfloat16 of today's models, whose statistics (the mean of
+the squares and the division by the root) are computed in float32, as
+LLaMA's and Hugging Face's RMSNorm do, before the gain in the input's
+dtype.
 """
 
 import torch
@@ -30,22 +34,26 @@ def rms_norm(x, weight=None, eps=1e-6):
 
     Each row is divided by its root mean square ``sqrt(mean(x^2) +
     eps)`` (no mean is subtracted) and scaled by ``weight (D,)`` when it
-    is given. There is no bias.
+    is given. There is no bias. A float16 or bfloat16 ``x`` is
+    normalised in float32 and cast back before the gain (a 16-bit sum of
+    squares loses digits, and overflows float16 past 65504).
     """
-    require_tensor(x, "x", min_dim=1)
+    require_tensor(x, "x", min_dim=1, half=True)
     _require_eps(eps)
     D = x.shape[-1]
     if weight is not None:
-        require_tensor(weight, "weight")
+        require_tensor(weight, "weight", half=True)
         if tuple(weight.shape) != (D,):
             raise ValueError(
                 f"weight must have shape (D,) = ({D},) for x of shape "
                 f"{tuple(x.shape)}, got {tuple(weight.shape)}")
         require_same_dtype(x=x, weight=weight)
+    # the statistics in float32 at least: 16-bit inputs are widened
+    work = x if x.dtype == torch.float64 else x.float()
     # RMS(x) = sqrt((1/D) sum_i x_i^2 + eps)         (..., 1)
-    rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
-    # y = x / RMS(x) * gamma                         (..., D)
-    y = x / rms
+    rms = torch.sqrt((work * work).mean(dim=-1, keepdim=True) + eps)
+    # y = x / RMS(x) * gamma, in x's dtype           (..., D)
+    y = (work / rms).to(x.dtype)
     return y if weight is None else y * weight
 
 
@@ -63,7 +71,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x):
-        require_tensor(x, "x", min_dim=1)
+        require_tensor(x, "x", min_dim=1, half=True)
         if x.shape[-1] != self.d_model:
             raise ValueError(
                 f"x must have d_model = {self.d_model} features in its "

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 
 from course_lib._validate import (
     FLOAT_DTYPES,
+    HALF_DTYPES,
     require_positive_int,
     require_same_dtype,
     require_tensor,
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-def _check_common(d_model, base, dtype):
+def _check_common(d_model, base, dtype, half=False):
     require_positive_int(d_model, "d_model")
     if d_model % 2:
         raise ValueError(
@@ -51,8 +52,10 @@ def _check_common(d_model, base, dtype):
         math.isfinite(base) and base > 0
     ):
         raise ValueError(f"base must be a positive number, got {base!r}")
-    if dtype not in FLOAT_DTYPES:
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if dtype not in FLOAT_DTYPES + (HALF_DTYPES if half else ()):
+        more = " (or float16, bfloat16)" if half else ""
+        raise ValueError(f"dtype must be float32 or float64{more}, got "
+                         f"{dtype}")
 
 
 def _frequencies(d_model, base):
@@ -125,12 +128,13 @@ def apply_rotary(Z, base=10000.0, positions=None):
     without being built. ``positions``: integers broadcastable to ``(...,
     N)``, the position of each row (default ``0 .. N - 1``; a cached
     step passes the positions after the cached tokens). Returns ``(...,
-    N, d)`` in ``Z``'s dtype. The score of rotated ``q_p`` and ``k_m``
-    is ``q_p M_{m - p} k_m^T``: it depends on the offset only.
+    N, d)`` in ``Z``'s dtype (float16 and bfloat16 too). The score of
+    rotated ``q_p`` and ``k_m`` is ``q_p M_{m - p} k_m^T``: it depends on
+    the offset only.
     """
-    require_tensor(Z, "Z", min_dim=2)
+    require_tensor(Z, "Z", min_dim=2, half=True)
     *_, N, d = Z.shape
-    _check_common(d, base, Z.dtype)
+    _check_common(d, base, Z.dtype, half=True)
     if positions is None:
         positions = torch.arange(N, device=Z.device)
     elif not isinstance(positions, torch.Tensor) \
