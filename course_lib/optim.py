@@ -35,7 +35,11 @@ class AdamW(torch.optim.Optimizer):
     ``params``: parameters or groups (see :func:`decay_groups`); ``lr``,
     ``betas``, ``eps``, ``weight_decay`` (``lambda``) as PyTorch's, whose
     ``state_dict`` layout (``step``, ``exp_avg``, ``exp_avg_sq``) it
-    keeps, so a checkpoint holds it.
+    keeps, so a checkpoint holds it. ``step(closure=None)`` keeps
+    ``torch.optim``'s contract: a ``closure`` (which zeroes the
+    gradients, computes the loss, calls ``backward`` and returns the
+    loss) is called under ``torch.enable_grad()`` before the update, and
+    its loss is returned (``None`` without one).
     """
 
     def __init__(self, params, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
@@ -50,6 +54,11 @@ class AdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            # the closure recomputes the loss and its gradients
+            with torch.enable_grad():
+                loss = closure()
         for group in self.param_groups:
             hyper = {k: group[k] for k in ("lr", "betas", "eps",
                                            "weight_decay")}
@@ -68,6 +77,7 @@ class AdamW(torch.optim.Optimizer):
                 p.copy_(new)
                 state["exp_avg"].copy_(m)
                 state["exp_avg_sq"].copy_(v)
+        return loss
 
 
 def adamw_step(param, grad, exp_avg, exp_avg_sq, step, *, lr,
@@ -107,11 +117,22 @@ def decay_groups(model, weight_decay):
 
 
 def warmup_cosine(step, *, peak_lr, warmup_steps, total_steps,
-                  min_lr=0.0):
+                  min_lr=0.0, warmup="s+1"):
     """The learning rate of ``step`` (0, 1, ...): it rises linearly to
-    ``peak_lr`` over ``warmup_steps`` (``peak_lr (step + 1) /
-    warmup_steps``), then falls along half a cosine to ``min_lr`` at
-    ``total_steps`` and stays there. Returns a float."""
+    ``peak_lr`` over ``warmup_steps``, then falls along half a cosine to
+    ``min_lr`` at ``total_steps`` and stays there. Returns a float.
+
+    Two conventions of the warm-up are in use. The course's,
+    ``warmup="s+1"`` (the default), is ``peak_lr (step + 1) /
+    warmup_steps``: the first step already moves, and step
+    ``warmup_steps - 1`` reaches the peak. ``warmup="s"`` is ``peak_lr
+    step / warmup_steps``, the rule of CS336 and of Hugging Face's
+    ``get_cosine_schedule_with_warmup`` (with ``min_lr=0``): step 0 has
+    a rate of 0 and step ``warmup_steps`` starts the cosine at the
+    peak. The cosine is the same in both."""
+    if warmup not in ("s+1", "s"):
+        raise ValueError(f'warmup must be "s+1" (the course\'s) or "s" '
+                         f"(CS336's, transformers'), got {warmup!r}")
     for name, value in (("total_steps", total_steps),):
         require_positive_int(value, name)
     if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) \
@@ -120,7 +141,8 @@ def warmup_cosine(step, *, peak_lr, warmup_steps, total_steps,
                          f" - 1 = {total_steps - 1}, got {warmup_steps!r}")
     if step < warmup_steps:
         # lr = peak (s + 1) / warmup: the first step is not at 0
-        return peak_lr * (step + 1) / warmup_steps
+        # (or peak s / warmup, from 0)
+        return peak_lr * (step + (warmup == "s+1")) / warmup_steps
     # progress through the decay, 0 -> 1
     progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
     # lr = min + (peak - min) (1 + cos(pi progress)) / 2
@@ -149,23 +171,39 @@ def clip_grad_norm(parameters, max_norm):
 
 
 def checkpoint(model, optimizer, generator, step):
-    """What a run needs to go on exactly where it stopped: the model's and
-    the optimiser's ``state_dict`` (moments and step counts), the
-    generator that draws the batches, PyTorch's global random state
-    (dropout) and the next ``step``. Save it with ``torch.save``."""
-    return {"model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "generator": generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "step": step}
+    """What a run needs to go on exactly where it stopped, as a dict:
+    ``"model"`` and ``"optimizer"``, their ``state_dict`` (moments and
+    step counts); ``"generator"``, the state of the ``torch.Generator``
+    that draws the batches (the course draws every batch from one, so
+    that resuming does not depend on what else used the global
+    generator; ``generator=None`` leaves it out); ``"torch_rng"``, PyTorch's global CPU random state
+    (dropout, ``torch.randn`` without a generator); ``"step"``, the next
+    step. It writes nothing: save it with ``torch.save(state, path)``
+    and read it back with ``torch.load(path, weights_only=True)`` (only
+    tensors, dicts, numbers: nothing is unpickled). CUDA's random states
+    and Python's and NumPy's generators are not in it."""
+    state = {"model": model.state_dict(),
+             "optimizer": optimizer.state_dict(),
+             "torch_rng": torch.get_rng_state(), "step": step}
+    if generator is not None:
+        state["generator"] = generator.get_state()
+    return state
 
 
 def restore(state, model, optimizer, generator):
     """Load :func:`checkpoint`'s ``state`` into a freshly built ``model``,
-    ``optimizer`` and ``generator``; return the step to go on from."""
+    ``optimizer`` and ``generator`` (``None`` for a checkpoint taken
+    without one); return the step to go on from. Note that it also **sets PyTorch's global random state**
+    (``torch.set_rng_state``) to the one saved: the draws that follow
+    without a generator are those the interrupted run would have made,
+    not those of the calling program's seed."""
+    if (generator is None) != ("generator" not in state):
+        raise ValueError("a checkpoint taken with a generator is restored "
+                         "with one, and one taken without, without")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    generator.set_state(state["generator"])
+    if generator is not None:
+        generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
     return state["step"]
 

@@ -117,3 +117,73 @@ def test_a_resumed_run_reproduces_the_uninterrupted_one_bit_for_bit():
     for a, b in zip(whole.state_dict().values(),
                     resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_adamw_step_calls_the_closure_under_grad_and_returns_its_loss():
+    """torch.optim's contract, as LBFGS-style code uses it: ``step``
+    runs the closure with gradients enabled (even inside ``no_grad``)
+    and returns its loss; the update equals torch.optim.AdamW's."""
+    models = [net(torch.float64, seed=3) for _ in range(2)]
+    x = torch.randn(8, 6, dtype=torch.float64)
+    opts = [optim.AdamW(models[0].parameters(), lr=1e-2),
+            torch.optim.AdamW(models[1].parameters(), lr=1e-2)]
+    for model, opt in zip(models, opts, strict=True):
+        calls = []
+
+        def closure(model=model, opt=opt, calls=calls):
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            loss.backward()
+            calls.append(torch.is_grad_enabled())
+            return loss
+
+        with torch.no_grad():  # where a caller of an optimiser may be
+            returned = opt.step(closure)
+        assert calls == [True]
+        assert torch.is_tensor(returned) and returned.dim() == 0
+    for a, b in zip(models[0].parameters(), models[1].parameters(),
+                    strict=True):
+        torch.testing.assert_close(a, b)
+    assert opts[0].step() is None  # no closure, no loss
+
+
+def test_warmup_conventions_and_transformers_scheduler():
+    """``warmup="s+1"`` (the course's) starts above 0 and reaches the
+    peak at step W - 1; ``warmup="s"`` is CS336's and Hugging Face's
+    get_cosine_schedule_with_warmup, rate for rate."""
+    kw = dict(peak_lr=0.5, warmup_steps=4, total_steps=20)
+    course = [optim.warmup_cosine(s, **kw) for s in range(25)]
+    theirs = [optim.warmup_cosine(s, **kw, warmup="s") for s in range(25)]
+    assert course[0] == 0.5 / 4 and course[3] == 0.5
+    assert theirs[0] == 0.0 and theirs[3] == 0.5 * 3 / 4
+    assert course[4:] == theirs[4:]  # the same cosine
+    with pytest.raises(ValueError, match='warmup must be "s\\+1"'):
+        optim.warmup_cosine(0, **kw, warmup="s+2")
+    transformers = pytest.importorskip("transformers")
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=0.5)
+    sched = transformers.get_cosine_schedule_with_warmup(opt, 4, 20)
+    hf = []  # to total_steps: past it theirs rises again, ours stays
+    for _ in range(21):
+        hf.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert theirs[:21] == pytest.approx(hf, abs=1e-15)
+    assert course[:21] != pytest.approx(hf, abs=1e-15)
+
+
+def test_a_checkpoint_without_a_generator_and_its_stated_contents():
+    model = net(torch.float32)
+    opt = optim.AdamW(model.parameters())
+    state = optim.checkpoint(model, opt, None, 7)
+    assert set(state) == {"model", "optimizer", "torch_rng", "step"}
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)
+    torch.manual_seed(123)
+    assert optim.restore(loaded, net(torch.float32), opt, None) == 7
+    # restore resets PyTorch's global random state, as documented
+    assert torch.equal(torch.get_rng_state(), state["torch_rng"])
+    with pytest.raises(ValueError, match="with a generator"):
+        optim.restore(loaded, model, opt, torch.Generator())
