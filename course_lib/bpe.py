@@ -16,6 +16,7 @@ replaces bytes that are not valid UTF-8 by U+FFFD.
 
 import heapq
 import json
+import os
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
@@ -73,6 +74,67 @@ def _check_specials(special_tokens):
     return special_tokens
 
 
+def _safe_end(buffer, special_tokens, splitter, pretokens):
+    """The longest prefix of ``buffer`` whose pieces cannot change
+    whatever text follows: not past a possible start of a special
+    token, nor into the last pre-token (more text may extend it)."""
+    end = len(buffer)
+    for s in special_tokens:  # a suffix that may grow into s
+        for k in range(min(len(s) - 1, len(buffer)), 0, -1):
+            if s.startswith(buffer[-k:]):
+                end = min(end, len(buffer) - k)
+                break
+    start = 0
+    if splitter is not None:
+        for m in splitter.finditer(buffer):
+            if m.start() >= end:
+                break
+            if m.end() > end:  # whole, but cut by the end above
+                return m.start()
+            start = m.end()
+    last = None
+    for match in pretokens.finditer(buffer, start, end):
+        last = match
+    return end if last is None else last.start()
+
+
+def _stream(chunks, special_tokens, pattern):
+    """``chunks`` (strs) cut again at places where pre-tokenisation
+    cannot change: pretokenising each piece gives the pieces of the
+    whole. Memory holds the unfinished pre-token only."""
+    splitter = _special_splitter(special_tokens)
+    pretokens = regex.compile(pattern)
+    buffer = ""
+    for chunk in chunks:
+        if not isinstance(chunk, str):
+            raise ValueError(f"expected strs (lines of text), got a "
+                             f"{type(chunk).__name__}")
+        buffer += chunk
+        end = _safe_end(buffer, special_tokens, splitter, pretokens)
+        if end:
+            yield buffer[:end]
+            buffer = buffer[end:]
+    yield buffer
+
+
+def _lines(source):
+    """The text of ``source`` as an iterable of strs: a str is the text
+    itself, a path (``os.PathLike``) a UTF-8 file read line by line, any
+    other iterable (an open file, a list of lines) is taken as it
+    comes."""
+    if isinstance(source, str):
+        yield source
+    elif isinstance(source, os.PathLike):
+        with open(source, encoding="utf-8") as f:
+            yield from f
+    elif isinstance(source, bytes) or not hasattr(source, "__iter__"):
+        raise ValueError("text must be a str, a path (pathlib.Path) or an "
+                         "iterable of strs, got "
+                         f"{type(source).__name__}")
+    else:
+        yield from source
+
+
 def pretokenize(text, special_tokens=(), pattern=GPT2_PATTERN):
     """The pieces BPE works on, as a list of ``(piece, is_special)``: the
     special tokens (longest match first) and the pre-tokens of the text
@@ -107,19 +169,37 @@ def merge(ids, pair, new_id):
     return out
 
 
+class _Greater(bytes):
+    """Bytes that sort in reverse: a min-heap of them pops the greatest."""
+
+    def __lt__(self, other):
+        return bytes.__gt__(self, other)
+
+    def __gt__(self, other):
+        return bytes.__lt__(self, other)
+
+
 def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
               ties="bytes"):
-    """Learn a byte-level BPE of ``vocab_size`` tokens from ``text``.
+    """Learn a byte-level BPE of ``vocab_size`` tokens from ``text``: a
+    str, a path (``pathlib.Path``: a UTF-8 file) or an iterable of strs
+    (an open file, lines), which is streamed: pre-tokens are counted
+    piece by piece (cut where no pre-token or special token can span
+    the cut, so the counts are those of the whole text) and memory holds
+    the counts, not the text.
 
     The vocabulary starts with the 256 bytes (ids ``0 .. 255``); merge
     ``r`` makes token ``256 + r``; the special tokens take the last ids
     and never take part in training (the text is split on them first).
     Each step merges the most frequent pair of neighbouring tokens
     within a pre-token; ties go to the pair whose byte strings ``(a, b)``
-    compare smallest (``ties="bytes"``), or, with ``ties="tokenizers"``,
-    to the pair that Hugging Face's ``BpeTrainer`` picks: the smallest
-    ``(key(a), key(b))``, a byte's key its character's place in GPT-2's
-    alphabet sorted, a merged token's its place in the order learned.
+    compare smallest (``ties="bytes"``, the course's rule); with
+    ``ties="greatest"`` to the lexicographically greatest ``(a, b)``
+    (CS336's rule: ``max`` of the tied pairs of bytes); with
+    ``ties="tokenizers"`` to the pair that Hugging Face's ``BpeTrainer``
+    picks: the smallest ``(key(a), key(b))``, a byte's key its
+    character's place in GPT-2's alphabet sorted, a merged token's its
+    place in the order learned.
     Pair counts are updated incrementally: a merge recounts only the
     pre-tokens that contain its pair. Training stops early when no pair
     is left. Returns ``(vocab, merges)``.
@@ -130,26 +210,33 @@ def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
         raise ValueError(f"vocab_size must be an int of at least 256 + "
                          f"{len(special_tokens)} special tokens, got "
                          f"{vocab_size!r}")
-    counts = Counter(p for p, special in pretokenize(
-        text, special_tokens, pattern) if not special)
+    counts = Counter()
+    # a str is counted whole; a file or lines piece by piece
+    pieces = [text] if isinstance(text, str) else _stream(
+        _lines(text), special_tokens, pattern)
+    for piece in pieces:
+        counts.update(p for p, special in pretokenize(
+            piece, special_tokens, pattern) if not special)
     words = [list(p.encode("utf-8")) for p in counts]  # token ids
     freqs = list(counts.values())
     vocab = {i: bytes([i]) for i in range(256)}
     if ties == "bytes":
         key = vocab
+    elif ties == "greatest":  # a min-heap of reversed bytes: the greatest
+        key = {i: _Greater(t) for i, t in vocab.items()}
     elif ties == "tokenizers":
         alphabet = sorted(bytes_to_unicode().items(), key=lambda bc: bc[1])
         key = {b: place for place, (b, _) in enumerate(alphabet)}
     else:
-        raise ValueError(f'ties must be "bytes" or "tokenizers", got '
-                         f"{ties!r}")
+        raise ValueError(f'ties must be "bytes", "greatest" or '
+                         f'"tokenizers", got {ties!r}')
     # c(a, b) = sum over words of freq * occurrences of (a, b)
     pair_counts, where = Counter(), {}
     for w, (word, f) in enumerate(zip(words, freqs, strict=True)):
         for p in pairwise(word):
             pair_counts[p] += f
             where.setdefault(p, set()).add(w)
-    # a max-heap by (count, then smallest bytes): stale entries skipped
+    # a max-heap by (count, then the smallest keys): stale entries skipped
     heap = [(-c, key[a], key[b], a, b)
             for (a, b), c in pair_counts.items()]
     heapq.heapify(heap)
@@ -164,6 +251,8 @@ def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
         vocab[new_id] = vocab[a] + vocab[b]
         if ties == "tokenizers":
             key[new_id] = new_id
+        elif ties == "greatest":
+            key[new_id] = _Greater(vocab[new_id])
         merges.append((vocab[a], vocab[b]))
         changed = set()
         for w in where.pop((a, b)):
@@ -195,7 +284,8 @@ def train_bpe(text, vocab_size, special_tokens=(), pattern=GPT2_PATTERN,
 class Tokenizer:
     """A byte-level BPE tokenizer from ``vocab`` (id -> bytes, holding
     every single byte), ``merges`` (pairs of byte strings, by rank) and
-    ``special_tokens`` (strings, each in ``vocab``)."""
+    ``special_tokens`` (strings); a special token missing from ``vocab``
+    is appended to it, with the next free id (in the order given)."""
 
     def __init__(self, vocab, merges, special_tokens=(),
                  pattern=GPT2_PATTERN):
@@ -218,8 +308,10 @@ class Tokenizer:
                                  (r, self.id_of[a + b]))
         self.special_tokens = _check_specials(special_tokens)
         for s in self.special_tokens:
-            if s.encode("utf-8") not in self.id_of:
-                raise ValueError(f"special token {s!r} is not in vocab")
+            if s.encode("utf-8") not in self.id_of:  # appended
+                new_id = max(self.vocab) + 1
+                self.vocab[new_id] = s.encode("utf-8")
+                self.id_of[s.encode("utf-8")] = new_id
         self.pattern = pattern
         self._pretokens = regex.compile(pattern)
         self._splitter = _special_splitter(self.special_tokens)
@@ -274,44 +366,12 @@ class Tokenizer:
                 start = m.end()
         return self._encode_text(text, start, None, ids)
 
-    def _safe_end(self, buffer):
-        """The longest prefix of ``buffer`` whose ids cannot change
-        whatever text follows: not past a possible start of a special
-        token, nor into the last pre-token (more text may extend it)."""
-        end = len(buffer)
-        for s in self.special_tokens:  # a suffix that may grow into s
-            for k in range(min(len(s) - 1, len(buffer)), 0, -1):
-                if s.startswith(buffer[-k:]):
-                    end = min(end, len(buffer) - k)
-                    break
-        start = 0
-        if self._splitter is not None:
-            for m in self._splitter.finditer(buffer):
-                if m.start() >= end:
-                    break
-                if m.end() > end:  # whole, but cut by the end above
-                    return m.start()
-                start = m.end()
-        last = None
-        for match in self._pretokens.finditer(buffer, start, end):
-            last = match
-        return end if last is None else last.start()
-
     def encode_iterable(self, chunks):
         """Yield the ids of the concatenated ``chunks`` (an iterable of
         str, e.g. an open file), equal to ``encode("".join(chunks))``.
         Memory holds the unfinished pre-token only, not the input."""
-        buffer = ""
-        for chunk in chunks:
-            if not isinstance(chunk, str):
-                raise ValueError(f"encode_iterable takes strs, got a "
-                                 f"{type(chunk).__name__}")
-            buffer += chunk
-            end = self._safe_end(buffer)
-            if end:
-                yield from self.encode(buffer[:end])
-                buffer = buffer[end:]
-        yield from self.encode(buffer)
+        for piece in _stream(chunks, self.special_tokens, self.pattern):
+            yield from self.encode(piece)
 
     def decode(self, ids):
         """Token ids -> text; invalid UTF-8 becomes U+FFFD."""
@@ -379,14 +439,58 @@ class Tokenizer:
                                for t in data.get("added_tokens", ())})
 
     @classmethod
+    def from_files(cls, vocab_filepath, merges_filepath,
+                   special_tokens=None):
+        """A tokenizer from the usual pair of files (GPT-2's
+        ``encoder.json`` and ``vocab.bpe``, :meth:`save_files`'s): a
+        JSON object token -> id and a text of one merge ``a b`` per line
+        (a first line ``#version...`` is skipped), tokens written in
+        GPT-2's byte alphabet (:func:`bytes_to_unicode`).
+        ``special_tokens`` (strs, default none) are appended to the
+        vocabulary when missing."""
+        vocab = json.loads(Path(vocab_filepath).read_text(encoding="utf-8"))
+        lines = Path(merges_filepath).read_text(encoding="utf-8").split(
+            "\n")
+        if lines and lines[0].startswith("#version"):
+            lines = lines[1:]
+        merges = []
+        for number, line in enumerate(lines, start=1):
+            if not line:
+                continue
+            pair = line.split(" ")
+            if len(pair) != 2:
+                raise ValueError(f"{merges_filepath}: line {number} is not "
+                                 f"a merge 'a b': {line!r:.60}")
+            merges.append(pair)
+        return cls._from_text(vocab, merges, list(special_tokens or ()),
+                              {})
+
+    def save_files(self, vocab_filepath, merges_filepath):
+        """Write the files :meth:`from_files` reads (special tokens
+        included in the vocabulary, as GPT-2's ``encoder.json``)."""
+        show = bytes_to_unicode()
+        specials = {s.encode("utf-8") for s in self.special_tokens}
+
+        def text(t):
+            if t in specials:
+                return t.decode("utf-8")
+            return "".join(show[b] for b in t)
+
+        Path(vocab_filepath).write_text(json.dumps(
+            {text(t): i for i, t in sorted(self.vocab.items())},
+            ensure_ascii=False), encoding="utf-8")
+        Path(merges_filepath).write_text(
+            "#version: 0.2\n" + "".join(f"{text(a)} {text(b)}\n"
+                                        for a, b in self.merges),
+            encoding="utf-8")
+
+    @classmethod
     def from_gpt2_files(cls, encoder_json, vocab_bpe,
                         special_tokens=("<|endoftext|>",)):
         """GPT-2's own files: ``encoder.json`` (token -> id) and
-        ``vocab.bpe`` (a version line, then one merge per line)."""
-        vocab = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-        lines = Path(vocab_bpe).read_text(encoding="utf-8").split("\n")
-        merges = [line.split(" ") for line in lines[1:] if line]
-        return cls._from_text(vocab, merges, list(special_tokens), {})
+        ``vocab.bpe`` (a version line, then one merge per line);
+        :meth:`from_files` with GPT-2's special token."""
+        return cls.from_files(encoder_json, vocab_bpe, special_tokens)
 
     @classmethod
     def _from_text(cls, vocab, merges, special_tokens, special_ids):

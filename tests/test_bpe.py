@@ -366,8 +366,8 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path):
     vocab = {i: bytes([i]) for i in range(256)}
     with pytest.raises(ValueError, match="not in vocab"):
         bpe.Tokenizer(vocab, [(b"a", b"b")])
-    with pytest.raises(ValueError, match="special token"):
-        bpe.Tokenizer(vocab, [], ["<|x|>"])
+    with pytest.raises(ValueError, match="str, a path"):
+        bpe.train_bpe(b"bytes", 300)
     with pytest.raises(ValueError, match="strs"):
         list(tok.encode_iterable([b"x"]))
     bad = tmp_path / "wordpiece.json"
@@ -384,3 +384,134 @@ def test_the_readme_example_round_trips():
     assert "train_bpe" in example and "Tokenizer.load" in example
     exec(example, {})
 
+
+
+# ------------------------------------------- other courses' conventions
+
+# CS336's pre-tokenisation pattern (its assignment 1's handout, after
+# tiktoken's GPT-2 pattern): the same pieces as GPT2_PATTERN
+CS336_PAT = (r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+"""
+             r"""| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+def cs336_reference_trainer(text, vocab_size, special_tokens):
+    """A plain trainer written from CS336's specification: split on the
+    special tokens, pre-tokenise, count each pre-token as a tuple of
+    bytes; then repeatedly count every adjacent pair (weighted by the
+    pre-token's count) and merge the most frequent, "deterministically
+    break ties in pair frequency by preferring the lexicographically
+    greater pair". Recounts everything at every merge: slow and plain."""
+    import regex
+
+    parts = regex.split("|".join(regex.escape(s) for s in special_tokens),
+                        text) if special_tokens else [text]
+    words = {}
+    for part in parts:
+        for m in regex.finditer(CS336_PAT, part):
+            word = tuple(bytes([b]) for b in m.group().encode("utf-8"))
+            words[word] = words.get(word, 0) + 1
+    merges = []
+    while 256 + len(special_tokens) + len(merges) < vocab_size:
+        pairs = {}
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] = pairs.get(pair, 0) + n
+        if not pairs:
+            break
+        best = max(pairs, key=lambda p: (pairs[p], p))
+        merges.append(best)
+        merged = {}
+        for word, n in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if word[i:i + 2] == best:
+                    out.append(best[0] + best[1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + n
+        words = merged
+    vocab = [bytes([b]) for b in range(256)] + [a + b for a, b in merges]
+    return vocab + [s.encode("utf-8") for s in special_tokens], merges
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ties_greatest_is_cs336s_trainer(seed):
+    """``ties="greatest"`` learns CS336's merges on texts made to tie
+    often (few letters, short words), where the course's rule differs."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcé ") for _ in range(rng.randint(1, 5)))
+             for _ in range(120)]
+    text = " ".join(words[:80]) + "<|eot|>" + "\n".join(words[80:])
+    vocab, merges = bpe.train_bpe(text, 256 + 40 + 1, ["<|eot|>"],
+                                  ties="greatest")
+    ref_vocab, ref_merges = cs336_reference_trainer(text, 256 + 40 + 1,
+                                                    ["<|eot|>"])
+    assert merges == ref_merges
+    assert sorted(vocab.values()) == sorted(ref_vocab)
+    if seed == 0:  # the rules do differ on these texts
+        assert bpe.train_bpe(text, 256 + 40 + 1, ["<|eot|>"])[1] != merges
+
+
+def test_ties_greatest_on_cs336s_example():
+    """The worked example of CS336's handout: its merges, and the same
+    text with spaces against the reference trainer."""
+    text = "low low low low low lower lower widest widest widest " \
+           "newest newest newest newest newest newest"
+    _, merges = bpe.train_bpe(text, 256 + 6, ties="greatest")
+    assert merges == cs336_reference_trainer(text, 256 + 6, [])[1]
+    # the handout splits on whitespace only; its first merge is a tie
+    # of ("e", "s") and ("s", "t"), which the greater one wins
+    counts = "low " * 5 + "lower " * 2 + "widest " * 3 + "newest " * 6
+    _, merges = bpe.train_bpe(counts.replace(" ", "\n"), 256 + 6,
+                              ties="greatest",
+                              pattern=r"\p{L}+|\s+")
+    assert merges == [(b"s", b"t"), (b"e", b"st"), (b"o", b"w"),
+                      (b"l", b"ow"), (b"w", b"est"), (b"n", b"e")]
+
+
+def test_train_bpe_streams_a_path_or_lines_as_the_whole_text(tmp_path):
+    text = corpus()[:20000] + EOT + corpus()[20000:30000]
+    whole = bpe.train_bpe(text, 256 + 60, SPECIALS)
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    assert bpe.train_bpe(path, 256 + 60, SPECIALS) == whole
+    with path.open(encoding="utf-8") as lines:
+        assert bpe.train_bpe(lines, 256 + 60, SPECIALS) == whole
+    # chunks cut anywhere, through pre-tokens and special tokens
+    chunks = [text[i:i + 7] for i in range(0, len(text), 7)]
+    assert bpe.train_bpe(iter(chunks), 256 + 60, SPECIALS) == whole
+
+
+def test_missing_special_tokens_are_appended_to_the_vocabulary():
+    vocab = {i: bytes([i]) for i in range(256)}
+    tok = bpe.Tokenizer(vocab, [], ["<|x|>", "<|y|>", "<|x|>"])
+    assert tok.vocab[256] == b"<|x|>" and tok.vocab[257] == b"<|y|>"
+    assert len(tok) == 258 and len(vocab) == 256  # the caller's untouched
+    assert tok.encode("a<|y|>") == [97, 257]
+    # one already there keeps its id
+    vocab[300] = b"<|x|>"
+    assert bpe.Tokenizer(vocab, [], ["<|x|>"]).encode("<|x|>") == [300]
+
+
+def test_from_files_reads_the_usual_vocab_and_merges(tmp_path):
+    tok = trained()
+    vocab_path, merges_path = tmp_path / "vocab.json", tmp_path / "m.txt"
+    tok.save_files(vocab_path, merges_path)
+    assert merges_path.read_text().startswith("#version")
+    again = bpe.Tokenizer.from_files(vocab_path, merges_path, SPECIALS)
+    assert again.vocab == tok.vocab and again.merges == tok.merges
+    text = corpus()[:3000] + EOT + "<|end|><|end|>"
+    assert again.encode(text) == tok.encode(text)
+    # without the version line, and special tokens not in the files
+    lines = merges_path.read_text().split("\n")[1:]
+    merges_path.write_text("\n".join(lines))
+    plain = bpe.Tokenizer.from_files(vocab_path, merges_path, ["<|new|>"])
+    assert plain.merges == tok.merges
+    assert plain.encode("<|new|>") == [len(tok)]
+    merges_path.write_text("a b c\n")
+    with pytest.raises(ValueError, match="line 1"):
+        bpe.Tokenizer.from_files(vocab_path, merges_path)
