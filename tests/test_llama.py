@@ -250,3 +250,144 @@ def test_the_readme_example_runs(capsys):
     assert torch.equal(gen.generate(model, prompt, max_new_tokens=40,
                                     temperature=0, use_cache=False)[0],
                        namespace["text"][0])
+
+
+# ------------------------------------ documented behaviour, PyTorch's way
+
+
+def test_gqa_and_block_are_causal_unless_told_otherwise():
+    """Documented causal, they are: no mask means the causal mask; an
+    explicit mask or is_causal=False changes it."""
+    torch.manual_seed(0)
+    m = llama.GroupedQueryAttention(d_model=16, n_heads=4, n_kv_heads=2)
+    block = small().layers[0]
+    X = torch.randn(2, 6, 16)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    full = torch.ones(6, 6, dtype=torch.bool)
+    Y, A = m(X)
+    assert torch.equal(A, m(X, causal)[1])
+    assert (A.triu(1) == 0).all()
+    # a later token changes no earlier output
+    X2 = X.clone()
+    X2[:, -1] += 1
+    torch.testing.assert_close(m(X2)[0][:, :-1], Y[:, :-1])
+    torch.testing.assert_close(block(X2)[:, :-1], block(X)[:, :-1])
+    assert torch.equal(block(X), block(X, causal))
+    for module, out in ((m, lambda r: r[0]), (block, lambda r: r)):
+        torch.testing.assert_close(out(module(X, is_causal=False)),
+                                   out(module(X, full)))
+        with pytest.raises(ValueError, match="either a mask or"):
+            module(X, causal, is_causal=True)
+    assert not torch.allclose(m(X, is_causal=False)[0], Y)
+
+
+def test_gqa_is_causal_after_a_cache():
+    """Without a mask, new tokens after P cached ones see keys m <= P + n:
+    the whole sequence in two calls equals one call."""
+    from course_lib.kv_cache import KVCache
+
+    torch.manual_seed(1)
+    m = llama.GroupedQueryAttention(d_model=16, n_heads=4,
+                                    n_kv_heads=2).double()
+    X = torch.randn(2, 7, 16, dtype=torch.float64)
+    cache = KVCache(capacity=7)
+    parts = [cache.layer(0).run(m, X[:, :4], return_attention=False)]
+    cache.advance(torch.ones(2, 4, dtype=torch.bool))
+    parts.append(cache.layer(0).run(m, X[:, 4:], return_attention=False))
+    torch.testing.assert_close(torch.cat(parts, 1), m(X)[0])
+
+
+def test_the_model_takes_positions_as_the_rotary_module_does():
+    """LlamaModel(positions=...) equals its blocks run with those
+    positions: here two documents packed in one row, each from 0 (a
+    uniform offset changes nothing under RoPE, which sees offsets
+    only)."""
+    m = small(seed=4).double()
+    tokens = torch.randint(13, (2, 9))
+    packed = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 4])
+    with torch.no_grad():
+        ours = m(tokens, positions=packed)
+        X = m.token_embedding(tokens)
+        causal = torch.ones(9, 9, dtype=torch.bool).tril()
+        for block in m.layers:
+            X = block(X, causal, positions=packed)
+        torch.testing.assert_close(ours, m.output(m.norm(X)))
+        assert not torch.allclose(ours, m(tokens))
+        torch.testing.assert_close(m(tokens, positions=torch.arange(
+            5, 14)), m(tokens))  # RoPE: only offsets matter
+        # per-sequence positions
+        per_row = torch.stack([torch.arange(9), packed])
+        both = m(tokens, positions=per_row)
+        torch.testing.assert_close(both[1], ours[1])
+        torch.testing.assert_close(both[0], m(tokens)[0])
+    learned = small(positions="learned")
+    with torch.no_grad():
+        assert learned(tokens, positions=torch.arange(3, 12)).shape == (
+            2, 9, 13)
+    with pytest.raises(ValueError, match="max_len = 48"):
+        m(tokens, positions=torch.arange(40, 49))
+    with pytest.raises(ValueError, match="integer tensor"):
+        m(tokens, positions=torch.arange(9.0))
+    with pytest.raises(ValueError, match=">= 0"):
+        m(tokens, positions=torch.arange(-1, 8))
+
+
+def test_silu_is_public_and_is_torchs():
+    x = torch.randn(4, 5, dtype=torch.float64)
+    torch.testing.assert_close(llama.silu(x), torch.nn.functional.silu(x))
+    torch.testing.assert_close(llama.SiLU()(x), torch.nn.SiLU()(x))
+    with pytest.raises(ValueError, match="floating-point"):
+        llama.silu(torch.arange(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_floats_norm_in_float32_as_llama(dtype):
+    """RMSNorm accepts the dtypes PyTorch's does, computing its
+    statistics in float32 (Hugging Face's LlamaRMSNorm to the bit), and
+    a whole model runs in them."""
+    torch.manual_seed(0)
+    x = (torch.randn(3, 5, 8) * 300).to(dtype)  # x^2 overflows float16
+    norm = RMSNorm(d_model=8)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(8))
+    norm.to(dtype)
+    theirs = modeling.LlamaRMSNorm(8, eps=1e-6).to(dtype)
+    with torch.no_grad():
+        theirs.weight.copy_(norm.weight)
+    ours = norm(x)
+    assert ours.dtype == dtype and torch.isfinite(ours).all()
+    assert torch.equal(ours, theirs(x))
+    assert torch.equal(rms_norm(x, norm.weight), ours)
+    m = small(seed=5)
+    tokens = torch.randint(13, (2, 10))
+    with torch.no_grad():
+        ref = m(tokens)
+        low = m.to(dtype)(tokens)
+    assert low.dtype == dtype
+    torch.testing.assert_close(low.float(), ref, atol=0.1, rtol=0.1)
+
+
+def test_rope_theta_from_either_transformers_config():
+    from types import SimpleNamespace
+
+    assert llama.rope_theta(SimpleNamespace(
+        rope_parameters={"rope_type": "default", "rope_theta": 5e5})) == 5e5
+    assert llama.rope_theta(SimpleNamespace(rope_theta=1e4,
+                                            rope_scaling=None)) == 1e4
+    with pytest.raises(ValueError, match="not supported"):
+        llama.rope_theta(SimpleNamespace(
+            rope_theta=1e4, rope_scaling={"rope_type": "llama3"}))
+    with pytest.raises(ValueError, match="neither"):
+        llama.rope_theta(SimpleNamespace())
+    # a transformers-4 style config (rope_theta, no rope_parameters)
+    hf = hf_model(seed=6)
+    old = SimpleNamespace(**{k: getattr(hf.config, k) for k in (
+        "vocab_size", "max_position_embeddings", "hidden_size",
+        "num_attention_heads", "intermediate_size", "num_hidden_layers",
+        "num_key_value_heads", "rms_norm_eps")}, rope_theta=500.0)
+    ours = llama.from_transformers(SimpleNamespace(
+        config=old, lm_head=hf.lm_head, model=hf.model))
+    tokens = torch.randint(37, (2, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(tokens), hf(tokens).logits,
+                                   atol=2e-6, rtol=1e-5)
