@@ -15,7 +15,8 @@ page says the same):
   where a query may attend: the meaning of
   ``torch.nn.functional.scaled_dot_product_attention``, the opposite of
   ``nn.MultiheadAttention``'s ``attn_mask``.
-* Every function works in float32 and float64 and keeps the input's dtype.
+* Every function works in float32 and float64 and keeps the input's dtype
+  (``scaled_dot_product_attention`` float16 and bfloat16 too).
 """
 
 import math

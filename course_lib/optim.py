@@ -176,9 +176,9 @@ def checkpoint(model, optimizer, generator, step):
     step counts); ``"generator"``, the state of the ``torch.Generator``
     that draws the batches (the course draws every batch from one, so
     that resuming does not depend on what else used the global
-    generator; ``generator=None`` leaves it out); ``"torch_rng"``, PyTorch's global CPU random state
-    (dropout, ``torch.randn`` without a generator); ``"step"``, the next
-    step. It writes nothing: save it with ``torch.save(state, path)``
+    generator; ``generator=None`` leaves it out); ``"torch_rng"``,
+    PyTorch's global CPU random state (dropout, ``torch.randn`` without
+    a generator); ``"step"``, the next step. It writes nothing: save it with ``torch.save(state, path)``
     and read it back with ``torch.load(path, weights_only=True)`` (only
     tensors, dicts, numbers: nothing is unpickled). CUDA's random states
     and Python's and NumPy's generators are not in it."""
@@ -193,8 +193,9 @@ def checkpoint(model, optimizer, generator, step):
 def restore(state, model, optimizer, generator):
     """Load :func:`checkpoint`'s ``state`` into a freshly built ``model``,
     ``optimizer`` and ``generator`` (``None`` for a checkpoint taken
-    without one); return the step to go on from. Note that it also **sets PyTorch's global random state**
-    (``torch.set_rng_state``) to the one saved: the draws that follow
+    without one); return the step to go on from. Note that it also
+    **sets PyTorch's global random state** (``torch.set_rng_state``) to
+    the one saved: the draws that follow
     without a generator are those the interrupted run would have made,
     not those of the calling program's seed."""
     if (generator is None) != ("generator" not in state):

@@ -403,6 +403,8 @@ def cs336_reference_trainer(text, vocab_size, special_tokens):
     pre-token's count) and merge the most frequent, "deterministically
     break ties in pair frequency by preferring the lexicographically
     greater pair". Recounts everything at every merge: slow and plain."""
+    import itertools
+
     import regex
 
     parts = regex.split("|".join(regex.escape(s) for s in special_tokens),
@@ -416,7 +418,7 @@ def cs336_reference_trainer(text, vocab_size, special_tokens):
     while 256 + len(special_tokens) + len(merges) < vocab_size:
         pairs = {}
         for word, n in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in itertools.pairwise(word):
                 pairs[pair] = pairs.get(pair, 0) + n
         if not pairs:
             break

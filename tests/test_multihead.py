@@ -261,3 +261,37 @@ def test_grouped_query_attention_bad_input():
         grouped_query_attention(X, W, W, W[:, :4], W, 4, 2)
     with pytest.raises(ValueError, match="n_groups"):
         grouped_query_attention(X, W, W, W, W, 4, 0)
+
+
+def test_one_return_attention_rule_across_the_library():
+    """The notation page's rule, for every module of course_lib that
+    takes ``return_attention``: an attention module (its name ends in
+    "Attention") returns ``(Y, A)`` by default, every layer, block or
+    model built on one returns its output alone."""
+    import importlib
+    import inspect
+    import pkgutil
+    from pathlib import Path
+
+    import course_lib
+
+    found = {}
+    for info in pkgutil.iter_modules(course_lib.__path__):
+        if info.name.startswith("_") or info.name == "grading":
+            continue
+        module = importlib.import_module(f"course_lib.{info.name}")
+        for name, cls in vars(module).items():
+            if inspect.isclass(cls) and issubclass(cls, nn.Module) and \
+                    cls.__module__ == module.__name__:
+                param = inspect.signature(cls.forward).parameters.get(
+                    "return_attention")
+                if param is not None:
+                    found[name] = param.default
+    wrong = {n: d for n, d in found.items()
+             if d is not n.endswith("Attention")}
+    assert not wrong, f"return_attention defaults against the rule: {wrong}"
+    assert {"GroupedQueryAttention", "LlamaBlock", "MultiHeadAttention",
+            "LlamaModel", "TransformerLayer"} <= set(found)
+    page = (Path(__file__).parent.parent / "notation.md").read_text()
+    assert "Attention returns its weights; what is built on it does not" \
+        in page
