@@ -178,10 +178,11 @@ def checkpoint(model, optimizer, generator, step):
     that resuming does not depend on what else used the global
     generator; ``generator=None`` leaves it out); ``"torch_rng"``,
     PyTorch's global CPU random state (dropout, ``torch.randn`` without
-    a generator); ``"step"``, the next step. It writes nothing: save it with ``torch.save(state, path)``
-    and read it back with ``torch.load(path, weights_only=True)`` (only
-    tensors, dicts, numbers: nothing is unpickled). CUDA's random states
-    and Python's and NumPy's generators are not in it."""
+    a generator); ``"step"``, the next step. It writes nothing: save it
+    with ``torch.save(state, path)`` and read it back with
+    ``torch.load(path, weights_only=True)`` (only tensors, dicts,
+    numbers: nothing is unpickled). CUDA's random states and Python's
+    and NumPy's generators are not in it."""
     state = {"model": model.state_dict(),
              "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(), "step": step}
