@@ -7,14 +7,10 @@ that a student or an instructor sees the mistake before any arithmetic.
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float64)
-# the 16-bit floats of today's models, accepted where stated (``half=True``)
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def require_tensor(x, name, *, min_dim=0, floating=True, half=False):
-    """Check that ``x`` is a tensor with at least ``min_dim`` dimensions,
-    float32 or float64 (``floating``), or float16 or bfloat16 too
-    (``half``)."""
+def require_tensor(x, name, *, min_dim=0, floating=True):
+    """Check that ``x`` is a tensor with at least ``min_dim`` dimensions."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(
             f"{name} must be a torch.Tensor, got {type(x).__name__}"
@@ -24,11 +20,9 @@ def require_tensor(x, name, *, min_dim=0, floating=True, half=False):
             f"{name} must have at least {min_dim} dimensions, got shape "
             f"{tuple(x.shape)}"
         )
-    allowed = FLOAT_DTYPES + (HALF_DTYPES if half else ())
-    if floating and x.dtype not in allowed:
-        more = " (or float16, bfloat16)" if half else ""
+    if floating and x.dtype not in FLOAT_DTYPES:
         raise ValueError(
-            f"{name} must be float32 or float64{more}, got {x.dtype}"
+            f"{name} must be float32 or float64, got {x.dtype}"
         )
 
 
@@ -109,12 +103,12 @@ def require_head_mask(mask, n_heads, n_queries, n_keys, batch=()):
     return mask  # (..., H or 1, N_q, N_k)
 
 
-def require_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False, half=False):
+def require_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False):
     """Shared checks of queries, keys, values and eps; returns the batch."""
     if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
         raise ValueError(f"eps must be a number >= 0, got {eps!r}")
     for name, t in (("Q", Q), ("K", K), ("V", V)):
-        require_tensor(t, name, min_dim=min_dim, half=half)
+        require_tensor(t, name, min_dim=min_dim)
     require_same_dtype(Q=Q, K=K, V=V)
     if Q.shape[-1] != K.shape[-1]:
         raise ValueError(
@@ -137,10 +131,9 @@ def require_qkv(Q, K, V, *, min_dim=2, eps=0.0, causal=False, half=False):
     )
 
 
-def require_tokens(X, name, d_model, *, half=False):
-    """Check that ``X`` is ``(..., N, d_model)`` in float32 or float64
-    (or float16, bfloat16 with ``half``)."""
-    require_tensor(X, name, min_dim=2, half=half)
+def require_tokens(X, name, d_model):
+    """Check that ``X`` is ``(..., N, d_model)`` in float32 or float64."""
+    require_tensor(X, name, min_dim=2)
     if X.shape[-1] != d_model:
         raise ValueError(
             f"{name} must have d_model = {d_model} features, got shape "

@@ -15,8 +15,7 @@ page says the same):
   where a query may attend: the meaning of
   ``torch.nn.functional.scaled_dot_product_attention``, the opposite of
   ``nn.MultiheadAttention``'s ``attn_mask``.
-* Every function works in float32 and float64 and keeps the input's dtype
-  (``scaled_dot_product_attention`` float16 and bfloat16 too).
+* Every function works in float32 and float64 and keeps the input's dtype.
 """
 
 import math
@@ -25,7 +24,6 @@ import torch
 from torch import nn
 
 from course_lib._validate import (
-    HALF_DTYPES,
     require_mask,
     require_positive_int,
     require_qkv,
@@ -96,11 +94,9 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     ``(..., N_q, N_k)``, ``True`` where a query may attend. Returns the
     output ``(..., N_q, d_v)`` and the weights ``(..., N_q, N_k)``, whose
     masked entries are exactly 0. A query that may attend to no key gets
-    all-zero weights and a zero output. Float16 and bfloat16 inputs are
-    accepted too: their scores and softmax are computed in float32, the
-    results returned in their dtype.
+    all-zero weights and a zero output.
     """
-    batch = require_qkv(Q, K, V, half=True)
+    batch = require_qkv(Q, K, V)
     if mask is not None:
         require_mask(mask, Q.shape[-2], K.shape[-2], batch)
     return _attend(Q, K, V, mask)
@@ -108,9 +104,6 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
 def _attend(Q, K, V, mask=None):
     """scaled_dot_product_attention on checked inputs."""
-    if Q.dtype in HALF_DTYPES:  # 16-bit: attend in float32, return 16-bit
-        Y, A = _attend(Q.float(), K.float(), V.float(), mask)
-        return Y.to(Q.dtype), A.to(Q.dtype)
     d_k = Q.shape[-1]
     # S = Q K^T / sqrt(d_k)                         (..., N_q, N_k)
     scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)

@@ -161,12 +161,11 @@ def check_attention_inputs(module, X, mask, context, cache):
     d_model)`` and ``context`` in the parameters' dtype, a ``cache``
     for self-attention of ``(B, N, d_model)`` only, and ``mask``
     broadcastable to ``(..., N, N_k)`` or ``(..., H, N, N_k)``, where
-    ``N_k`` counts the cached keys too; float16 and bfloat16 as well as
-    float32 and float64. Returns the mask with a head axis (or
-    ``None``)."""
-    require_tokens(X, "X", module.d_model, half=True)
+    ``N_k`` counts the cached keys too. Returns the mask with a head
+    axis (or ``None``)."""
+    require_tokens(X, "X", module.d_model)
     if context is not None:
-        require_tokens(context, "context", module.d_model, half=True)
+        require_tokens(context, "context", module.d_model)
         if cache is not None:
             raise ValueError("a KV cache serves self-attention only: "
                              "got both context and cache")

@@ -16,12 +16,26 @@ import torch
 from torch import nn
 
 from course_lib._validate import (
+    FLOAT_DTYPES,
     require_positive_int,
     require_same_dtype,
     require_tensor,
 )
 
 __all__ = ["rms_norm", "RMSNorm"]
+
+
+# the 16-bit floats of today's models, normalised in float32
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _require_float(x, name, min_dim=0):
+    """A tensor of at least ``min_dim`` dimensions in float32, float64,
+    float16 or bfloat16."""
+    require_tensor(x, name, min_dim=min_dim, floating=False)
+    if x.dtype not in FLOAT_DTYPES + HALF_DTYPES:
+        raise ValueError(f"{name} must be float32 or float64 (or float16, "
+                         f"bfloat16), got {x.dtype}")
 
 
 def _require_eps(eps):
@@ -38,11 +52,11 @@ def rms_norm(x, weight=None, eps=1e-6):
     normalised in float32 and cast back before the gain (a 16-bit sum of
     squares loses digits, and overflows float16 past 65504).
     """
-    require_tensor(x, "x", min_dim=1, half=True)
+    _require_float(x, "x", min_dim=1)
     _require_eps(eps)
     D = x.shape[-1]
     if weight is not None:
-        require_tensor(weight, "weight", half=True)
+        _require_float(weight, "weight")
         if tuple(weight.shape) != (D,):
             raise ValueError(
                 f"weight must have shape (D,) = ({D},) for x of shape "
@@ -71,7 +85,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x):
-        require_tensor(x, "x", min_dim=1, half=True)
+        _require_float(x, "x", min_dim=1)
         if x.shape[-1] != self.d_model:
             raise ValueError(
                 f"x must have d_model = {self.d_model} features in its "

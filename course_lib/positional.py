@@ -18,7 +18,6 @@ from torch.nn import functional as F
 
 from course_lib._validate import (
     FLOAT_DTYPES,
-    HALF_DTYPES,
     require_positive_int,
     require_same_dtype,
     require_tensor,
@@ -41,7 +40,7 @@ __all__ = [
 ]
 
 
-def _check_common(d_model, base, dtype, half=False):
+def _check_common(d_model, base, dtype):
     require_positive_int(d_model, "d_model")
     if d_model % 2:
         raise ValueError(
@@ -52,10 +51,8 @@ def _check_common(d_model, base, dtype, half=False):
         math.isfinite(base) and base > 0
     ):
         raise ValueError(f"base must be a positive number, got {base!r}")
-    if dtype not in FLOAT_DTYPES + (HALF_DTYPES if half else ()):
-        more = " (or float16, bfloat16)" if half else ""
-        raise ValueError(f"dtype must be float32 or float64{more}, got "
-                         f"{dtype}")
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
 
 
 def _frequencies(d_model, base):
@@ -128,13 +125,12 @@ def apply_rotary(Z, base=10000.0, positions=None):
     without being built. ``positions``: integers broadcastable to ``(...,
     N)``, the position of each row (default ``0 .. N - 1``; a cached
     step passes the positions after the cached tokens). Returns ``(...,
-    N, d)`` in ``Z``'s dtype (float16 and bfloat16 too). The score of
-    rotated ``q_p`` and ``k_m`` is ``q_p M_{m - p} k_m^T``: it depends on
-    the offset only.
+    N, d)`` in ``Z``'s dtype. The score of rotated ``q_p`` and ``k_m``
+    is ``q_p M_{m - p} k_m^T``: it depends on the offset only.
     """
-    require_tensor(Z, "Z", min_dim=2, half=True)
+    require_tensor(Z, "Z", min_dim=2)
     *_, N, d = Z.shape
-    _check_common(d, base, Z.dtype, half=True)
+    _check_common(d, base, Z.dtype)
     if positions is None:
         positions = torch.arange(N, device=Z.device)
     elif not isinstance(positions, torch.Tensor) \

@@ -343,8 +343,7 @@ def test_silu_is_public_and_is_torchs():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_16_bit_floats_norm_in_float32_as_llama(dtype):
     """RMSNorm accepts the dtypes PyTorch's does, computing its
-    statistics in float32 (Hugging Face's LlamaRMSNorm to the bit), and
-    a whole model runs in them."""
+    statistics in float32: Hugging Face's LlamaRMSNorm to the bit."""
     torch.manual_seed(0)
     x = (torch.randn(3, 5, 8) * 300).to(dtype)  # x^2 overflows float16
     norm = RMSNorm(d_model=8)
@@ -358,13 +357,8 @@ def test_16_bit_floats_norm_in_float32_as_llama(dtype):
     assert ours.dtype == dtype and torch.isfinite(ours).all()
     assert torch.equal(ours, theirs(x))
     assert torch.equal(rms_norm(x, norm.weight), ours)
-    m = small(seed=5)
-    tokens = torch.randint(13, (2, 10))
-    with torch.no_grad():
-        ref = m(tokens)
-        low = m.to(dtype)(tokens)
-    assert low.dtype == dtype
-    torch.testing.assert_close(low.float(), ref, atol=0.1, rtol=0.1)
+    with pytest.raises(ValueError, match="or float16, bfloat16"):
+        rms_norm(torch.arange(4))
 
 
 def test_rope_theta_from_either_transformers_config():
