@@ -170,10 +170,12 @@ def _their(mapping, key, i=0):
 
 def from_state_dict(state_dict, *, n_heads, max_len, names="hf",
                     rotary_pairs=None, theta=10000.0, eps=1e-6,
-                    tie_embeddings=None):
-    """A :class:`~course_lib.llama.LlamaModel` in ``eval`` mode, in the
-    state dict's dtype, holding ``state_dict`` (see
-    :func:`load_state_dict`). The sizes are read from the tensors'
+                    tie_embeddings=None, dtype=None):
+    """A :class:`~course_lib.llama.LlamaModel` in ``eval`` mode holding
+    ``state_dict`` (see :func:`load_state_dict`), in ``dtype``: by
+    default the state dict's when it is float32 or float64, float32 for
+    a float16 or bfloat16 checkpoint (the library's attention computes
+    in float32 or float64). The sizes are read from the tensors'
     shapes: ``vocab_size`` and ``d_model`` from the embedding, the
     layers counted, ``d_ff`` and ``n_kv_heads`` from the first layer's
     matrices. What no shape says is given: ``n_heads``, ``max_len``,
@@ -209,7 +211,10 @@ def from_state_dict(state_dict, *, n_heads, max_len, names="hf",
                        n_layers=n_layers,
                        n_kv_heads=d_kv // (d_model // n_heads),
                        theta=theta, eps=eps, tie_embeddings=tie_embeddings)
-    model.to(embedding.dtype)
+    if dtype is None:
+        dtype = embedding.dtype if embedding.dtype in (
+            torch.float32, torch.float64) else torch.float32
+    model.to(dtype)
     return load_state_dict(model, state_dict, names,
                            rotary_pairs=rotary_pairs).eval()
 

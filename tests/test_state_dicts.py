@@ -107,3 +107,19 @@ def test_bad_state_dicts_are_named():
         sd.load_state_dict(model, state, rotary_pairs="halves")
     with pytest.raises(ValueError, match="n_heads"):
         sd.from_state_dict(state, n_heads=5, max_len=64)
+
+
+def test_a_bfloat16_checkpoint_is_widened_to_float32():
+    """A 16-bit checkpoint (as the hub ships them) gives a float32 model
+    holding exactly its numbers, and Hugging Face's model widened the
+    same way gives the same logits."""
+    hf = hf_model(seed=3).to(torch.bfloat16)
+    half = hf.state_dict()
+    ours = sd.from_state_dict(half, n_heads=4, max_len=64, theta=500.0)
+    assert ours.token_embedding.weight.dtype == torch.float32
+    assert torch.equal(ours.token_embedding.weight,
+                       half["model.embed_tokens.weight"].float())
+    tokens = torch.randint(37, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(tokens), hf.float()(tokens).logits,
+                                   atol=2e-6, rtol=1e-5)
