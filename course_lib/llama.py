@@ -6,8 +6,11 @@ Conventions (shared by every module of ``course_lib``): tokens are rows;
 ``tokens (..., N)`` (int64) in, hidden states ``(..., N, d_model)``,
 ``logits (..., N, V)`` out; ``H`` query heads and ``H_kv`` key/value heads
 of ``d_head = d_model / H`` features; per-head tensors are ``(..., H, N,
-d_head)``; a mask is bool, ``True`` where a query may attend. Every part
-can be switched back to chapter 10's (``norm="layer"``,
+d_head)``; a mask is bool, ``True`` where a query may attend; the
+attention, the block and the model are causal unless a mask says
+otherwise, and the attention alone returns its weights by default (the
+rules of the notation page). Weights under Hugging Face's or CS336's
+names: :mod:`course_lib.state_dicts`. Every part can be switched back to chapter 10's (``norm="layer"``,
 ``feed_forward="relu"``, ``positions="learned"``, ``bias=True``), one at
 a time, which is how the course compares them.
 """
@@ -52,11 +55,10 @@ class SiLU(nn.Module):
 class SwiGLU(nn.Module):
     """The gated feed-forward network of Shazeer (2020), ``(..., N,
     d_model) -> (..., N, d_model)``: ``W_down(SiLU(x W_gate) * (x
-    W_up))`` with ``SiLU(z) = z sigmoid(z)``; ``W_gate`` and ``W_up``
-    are ``d_model -> d_ff``, ``W_down`` ``d_ff -> d_model`` (:func:`silu`;
-    Shazeer's
-    ``W``, ``V``, ``W_2``; Hugging Face's ``gate_proj``, ``up_proj``,
-    ``down_proj``). Three matrices instead of two: ``d_ff = 2/3`` of a
+    W_up))`` with ``SiLU(z) = z sigmoid(z)`` (:func:`silu`); ``W_gate``
+    and ``W_up`` are ``d_model -> d_ff``, ``W_down`` ``d_ff -> d_model``
+    (Shazeer's ``W``, ``V``, ``W_2``; Hugging Face's ``gate_proj``,
+    ``up_proj``, ``down_proj``; CS336's ``w1``, ``w3``, ``w2``). Three matrices instead of two: ``d_ff = 2/3`` of a
     ReLU network's keeps the parameters equal."""
 
     def __init__(self, *, d_model, d_ff, bias=False):
