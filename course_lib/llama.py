@@ -10,9 +10,10 @@ d_head)``; a mask is bool, ``True`` where a query may attend; the
 attention, the block and the model are causal unless a mask says
 otherwise, and the attention alone returns its weights by default (the
 rules of the notation page). Weights under Hugging Face's or CS336's
-names: :mod:`course_lib.state_dicts`. Every part can be switched back to chapter 10's (``norm="layer"``,
-``feed_forward="relu"``, ``positions="learned"``, ``bias=True``), one at
-a time, which is how the course compares them.
+names: :mod:`course_lib.state_dicts`. Every part can be switched back
+to chapter 10's (``norm="layer"``, ``feed_forward="relu"``,
+``positions="learned"``, ``bias=True``), one at a time, which is how the
+course compares them.
 """
 
 import torch
@@ -58,8 +59,9 @@ class SwiGLU(nn.Module):
     W_up))`` with ``SiLU(z) = z sigmoid(z)`` (:func:`silu`); ``W_gate``
     and ``W_up`` are ``d_model -> d_ff``, ``W_down`` ``d_ff -> d_model``
     (Shazeer's ``W``, ``V``, ``W_2``; Hugging Face's ``gate_proj``,
-    ``up_proj``, ``down_proj``; CS336's ``w1``, ``w3``, ``w2``). Three matrices instead of two: ``d_ff = 2/3`` of a
-    ReLU network's keeps the parameters equal."""
+    ``up_proj``, ``down_proj``; CS336's ``w1``, ``w3``, ``w2``). Three
+    matrices instead of two: ``d_ff = 2/3`` of a ReLU network's keeps
+    the parameters equal."""
 
     def __init__(self, *, d_model, d_ff, bias=False):
         super().__init__()
