@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 .PHONY: help setup book book-solutions book-pages system-packages test \
 	test-fast lint \
 	release lock clean \
-	grade bench-grade
+	grade feedback bench-grade
 
 # Each command's line in `make help` is the `## ...` after its target.
 help: ## list the commands, one line each
@@ -78,9 +78,14 @@ lint: $(STAMP) ## ruff over library, tools, tests, benchmarks, notebooks
 	$(BIN)/ruff check course_lib course_tools tests benchmarks scripts solutions
 
 # Grade the class: every submission in submitted/<student>/<assignment>/,
-# e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".
-grade: $(STAMP) ## autograde submitted/ (ARGS="--jobs 4 ...")
+# e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force", or
+# one student: make grade ARGS="--student ada".
+grade: $(STAMP) ## autograde submitted/ (ARGS="--jobs 4 --student ID ...")
 	$(BIN)/python -m course_tools.classroom --course . $(ARGS)
+
+# After hand grading in the formgrader (instructors/term.md).
+feedback: $(STAMP) ## rebuild feedback/ and grades.csv from the gradebook
+	$(BIN)/python -m course_tools.classroom --course . --feedback $(ARGS)
 
 bench-grade: $(STAMP) ## time make grade against serial nbgrader
 	$(BIN)/python benchmarks/grade_class.py $(ARGS)

@@ -23,8 +23,10 @@ from course_tools.classroom import (
     cluster,
     feedback,
     files,
+    late,
     parcel,
     record,
+    standing,
     text,
 )
 from course_tools.classroom import collect as downloads
@@ -59,6 +61,7 @@ class Options:
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
     skip_tagged: bool = True  # skip cells tagged skip-when-grading
+    students: tuple = ()  # grade only these students (default: all)
 
 
 class Outcomes(list):
@@ -83,6 +86,11 @@ class Outcome:
     seconds: float = 0.0
     # CPU seconds per step of grading it (worker.Steps, and "store" here)
     steps: dict = field(default_factory=dict)
+    pending: float = 0.0  # hand-graded points not graded yet
+    # what the gradebook adds: points pending, lateness (standing.lines)
+    said: list = field(default_factory=list)
+    # kept in grading_state.json for make feedback (_store)
+    stored: dict = field(default_factory=dict)
 
 
 def grade_class(options):
@@ -118,9 +126,11 @@ def _grade_class(options):
         raise ValueError(f"unknown assignments {unknown}; expected some "
                          f"of {known}")
     lines = []
+    config = late.load_config(course.root)
+    zone = late.course_timezone(config)
     if options.collect:
         lines = collect(course, names, Path(options.collect),
-                        options.collect_regex).lines
+                        options.collect_regex, zone).lines
     notes = downloads.reasons(course)  # what collecting found, per student
     state = C.load_state(course)
     # A grade also depends on the checks and on this grader: a change to
@@ -134,6 +144,9 @@ def _grade_class(options):
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     refused = []
     found = C.submissions(course, names, refused)
+    if options.students:
+        found = [f for f in found if f[1] in options.students]
+        refused = [r for r in refused if r[1] in options.students]
     outcomes, todo = _triage(course, options, state, sources, found, notes)
     outcomes = Outcomes(outcomes + [
         Outcome(a, downloads.show(s), "refused", 0.0, 0.0,
@@ -141,11 +154,7 @@ def _grade_class(options):
         for a, s, why in refused])
     outcomes.notes = lines
     if not todo:
-        from nbgrader.api import Gradebook
-
-        with Gradebook(course.db_url) as gradebook:
-            record.export_csv(gradebook, course.root / "grades.csv")
-        outcomes.sort(key=lambda o: (o.assignment, o.student))
+        _finish(course, names, outcomes, config, options)
         return outcomes
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
     # The workers start while the templates are built.
@@ -168,13 +177,34 @@ def _grade_class(options):
         for task in tasks:
             task["collected"] = notes.get((task["assignment"],
                                            task["student"]), [])
+            task["zone"] = zone
+            task["answers_before"] = state["submissions"].get(
+                f"{task['assignment']}/{task['student']}", {}).get(
+                "answers", {})
         outcomes += _grade(starting, course, options, state, tasks,
                            templates, settings)
     finally:
         starting.close(settings)
         shutil.rmtree(scratch, ignore_errors=True)
-    outcomes.sort(key=lambda o: (o.assignment, o.student))
+    _finish(course, names, outcomes, config, options)
     return outcomes
+
+
+def _finish(course, names, outcomes, config, options):
+    """Scores, pending points and lateness from the gradebook (penalties
+    recomputed: a changed due date, extension or policy counts without
+    a regrade), grades.csv (:func:`standing.finish`), and the feedback
+    pages of these assignments rebuilt from it."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.db_url) as gradebook:
+        present = {a.name for a in gradebook.assignments}
+        names = [n for n in names if n in present]
+        standing.finish(course, gradebook, names, outcomes, config)
+    if names:
+        standing.rebuild_feedback(course.root, names, options.students,
+                                  course.db_url)
+    outcomes.sort(key=lambda o: (o.assignment, o.student))
 
 
 def _triage(course, options, state, sources, found, notes=None):
@@ -288,7 +318,8 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                                  f"{task['student']}"] = {
                 "hash": task["hash"], "source": task["source_hash"],
                 "score": outcome.score, "max_score": outcome.max_score,
-                "status": outcome.status, "reasons": outcome.reasons}
+                "status": outcome.status, "reasons": outcome.reasons,
+                **outcome.stored}
             # the whole state is rewritten: every few seconds, not after
             # each of a large class's results
             if time.monotonic() - saved >= SAVE_EVERY_S:
@@ -296,7 +327,6 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                 saved = time.monotonic()
             bar.update(1)
         bar.close()
-        record.export_csv(gradebook, course.root / "grades.csv")
     return outcomes
 
 
@@ -406,13 +436,18 @@ def _store(course, gradebook, templates, task, result):
     """Write one result (gradebook, autograded copy, feedback)."""
     start = time.process_time()
     assignment, student = task["assignment"], task["student"]
-    score, max_score = record.record(gradebook, result)
     work = Path(task["work"])
     target = course.path("autograded", student, assignment)
     reasons = list(result.get("reasons", []))
+    answers = {}
     if result.get("autograded"):
         graded = work / "autograded"
         parcel.unpack_tree(result["autograded"], graded)
+        answers = standing.answer_digests(graded)
+    before = task.get("answers_before", {})
+    score, max_score = record.record(gradebook, result, keep=frozenset(
+        k for k, v in answers.items() if before.get(k) == v))
+    if result.get("autograded"):
         if target.exists():
             shutil.rmtree(target)
         reasons += [f"autograded folder: {line}"
@@ -421,24 +456,28 @@ def _store(course, gradebook, templates, task, result):
     reasons += [str(n) for n in result.get("instructor") or []]
     reasons += [f"partial credit: {line}"
                 for line in feedback.family_points(result)]
-    page = feedback.render(assignment=assignment, student=student,
-                           notebooks=templates[assignment].notebooks,
-                           result=result)
-    folder = course.path("feedback", student, assignment)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in templates[assignment].notebooks:
-        (folder / f"{name}.html").write_text(page)
+    # what make feedback needs to rebuild the page from the gradebook
+    stored = {"answers": answers, "messages": result.get("messages", {}),
+              "passed": result.get("passed", {}),
+              "student_reasons": feedback.student_reasons(result)}
+    notebooks = templates[assignment].notebooks
+    standing.write_page(course, assignment, student, notebooks,
+                        standing.page(course, gradebook, assignment,
+                                      student, dict(stored, status=result[
+                                          "status"]), notebooks,
+                                      task.get("zone", "UTC")))
     shutil.rmtree(work, ignore_errors=True)
     steps = dict(result.get("steps") or {})
     steps["store (this process)"] = round(time.process_time() - start, 4)
     return Outcome(assignment, student, result["status"], score, max_score,
-                   reasons, result.get("seconds", 0.0), steps)
+                   reasons, result.get("seconds", 0.0), steps,
+                   stored=stored)
 
 
-def collect(course, names, folder, regex=DEFAULT_REGEX):
+def collect(course, names, folder, regex=DEFAULT_REGEX, zone="UTC"):
     """Bring LMS downloads (``FOLDER/<assignment>/archive/``) into
     ``submitted/``; return the report (:mod:`.collect`)."""
-    return downloads.collect(course, names, folder, regex)
+    return downloads.collect(course, names, folder, regex, zone)
 
 
 class _NoBar:
@@ -463,7 +502,7 @@ def summary(outcomes):
     lines = [f"{'assignment':<28} {'student':<16} {'score':>11}  "
              f"{'status':<9} reason"]
     for o in outcomes:
-        reason = text.safe_line("; ".join(o.reasons) or "-")
+        reason = text.safe_line("; ".join(o.said + o.reasons) or "-")
         student = text.safe_line(o.student)
         lines.append(f"{text.safe_line(o.assignment):<28} {student:<16} "
                      f"{o.score:>5g}/{o.max_score:<5g}  {o.status:<9} "

@@ -1,8 +1,9 @@
 """Results into the real gradebook: one writer, nbgrader's own API.
 
 Autograded scores replace the previous autograded scores; a manual score
-that a grader gave stays, and the cell is flagged for review as nbgrader
-does. A submission that failed (the student's doing) scores 0 on every
+that a grader gave stays: as it is when the answer it graded is
+unchanged (``keep``, by ``standing.answer_digests``, under ``--force``
+too), flagged for review when the answer changed. A submission that failed (the student's doing) scores 0 on every
 autograded cell; its written answers still wait for a grader. One that
 the grader or the machine could not grade is never written here.
 """
@@ -32,8 +33,10 @@ def copy_duedate(db_url, template_db, assignment):
                                                  duedate=duedate)
 
 
-def record(gradebook, result):
-    """Write one worker result; return ``(score, max_score)``."""
+def record(gradebook, result, keep=frozenset()):
+    """Write one worker result; return ``(score, max_score)``. ``keep``:
+    ``"notebook/grade_id"`` of the cells whose answer is as it was when
+    last graded (a hand grade there stays as it is)."""
     assignment, student = result["assignment"], result["student"]
     gradebook.update_or_create_student(student)
     stamp = result.get("timestamp")
@@ -49,8 +52,10 @@ def record(gradebook, result):
             if failed or grade.name not in scores:
                 auto = 0.0 if grade.cell.cell_type == "code" else None
             grade.auto_score = auto
-            grade.needs_manual_grade = (grade.manual_score is not None
-                                        or auto is None)
+            kept = f"{notebook.name}/{grade.name}" in keep
+            grade.needs_manual_grade = (
+                grade.manual_score is None and auto is None
+                or grade.manual_score is not None and not kept)
         comments = found.get("comments", {})
         for comment in notebook.comments:
             comment.auto_comment = comments.get(comment.name)
