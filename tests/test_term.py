@@ -19,7 +19,10 @@ from nbgrader.api import Gradebook
 from course_tools import verdicts
 from course_tools.classroom import collect as K
 from course_tools.classroom import feedback, late, record, standing
-from course_tools.classroom.course import load_course
+from course_tools.classroom.course import (
+    alembic_head_in_process,
+    load_course,
+)
 from tests.nbgrading import ROOT
 
 DUE = datetime(2026, 11, 23, 22, 59)  # 23:59 in Berlin, in UTC
@@ -60,6 +63,7 @@ def _gradebook(path, stamp, due=DUE):
     one student who submitted at ``stamp`` and earned 3 autograded
     points."""
     url = f"sqlite:///{path / 'gradebook.db'}"
+    alembic_head_in_process()
     with Gradebook(url) as gb:
         gb.add_assignment(A, duedate=due)
         gb.add_notebook("nb", A)

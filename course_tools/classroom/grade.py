@@ -419,7 +419,7 @@ def _hidden(course, options, scratch):
     paths = [course.path(f) for f in ("submitted", "autograded",
                                       "feedback", "source")]
     paths += [course.root / n for n in (".git", C.STATE, "grades.csv",
-                                        "gradebook.db",
+                                        "grades-wide.csv", "gradebook.db",
                                         "gradebook.db-journal",
                                         "_build_solutions", "course_tools",
                                         "solutions")]

@@ -127,3 +127,37 @@ def export_csv(gradebook, path):
         writer.writerow(COLUMNS)
         writer.writerows(rows(gradebook))
     os.replace(partial, path)
+
+
+def wide_rows(gradebook):
+    """One row per student, as a learning platform imports grades: the
+    student's id and names, then each assignment's final score (late
+    penalty taken; empty where nothing was submitted), then the total."""
+    names = [a.name for a in gradebook.assignments]
+    header = ["student_id", "last_name", "first_name", "email", *names,
+              "total"]
+    found = [header]
+    for student in gradebook.students:
+        scores = []
+        for name in names:
+            try:
+                submission = gradebook.find_submission(name, student.id)
+            except MissingEntry:
+                scores.append(None)
+                continue
+            scores.append(max(0.0, submission.score
+                              - submission.late_submission_penalty))
+        found.append([cell(v) for v in (
+            student.id, student.last_name, student.first_name,
+            student.email, *scores, sum(s or 0.0 for s in scores))])
+    return found
+
+
+def export_wide(gradebook, path):
+    """``grades-wide.csv``: :func:`wide_rows`, written as
+    :func:`export_csv` writes."""
+    partial = f"{path}.partial"
+    with open(partial, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(
+            wide_rows(gradebook))
+    os.replace(partial, path)

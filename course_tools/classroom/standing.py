@@ -144,7 +144,15 @@ def finish(course, gradebook, names, outcomes, config):
         outcome.score, outcome.max_score = found.final, found.max_score
         outcome.pending = found.pending
         outcome.said = lines(found, zone)
+    export(course, gradebook)
+
+
+def export(course, gradebook):
+    """``grades.csv`` (nbgrader's export columns, a row per student and
+    assignment) and ``grades-wide.csv`` (a row per student, as a
+    learning platform imports it)."""
     record.export_csv(gradebook, course.root / "grades.csv")
+    record.export_wide(gradebook, course.root / "grades-wide.csv")
 
 
 def released_notebooks(course, assignment):
@@ -211,6 +219,7 @@ def rebuild_feedback(root, assignments=(), students=(), db_url=None):
     pages written, as ``[(assignment, student)]``."""
     from nbgrader.api import Gradebook
 
+    C.alembic_head_in_process()
     course = C.load_course(root, db_url=db_url)
     config = late.load_config(course.root)
     zone = late.course_timezone(config)
@@ -233,5 +242,5 @@ def rebuild_feedback(root, assignments=(), students=(), db_url=None):
                     course, gradebook, name, student, stored, notebooks,
                     zone))
                 written.append((name, student))
-        record.export_csv(gradebook, course.root / "grades.csv")
+        export(course, gradebook)
     return written
