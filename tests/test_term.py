@@ -276,17 +276,28 @@ SOURCE = [
     new_code_cell("def double(x):\n    ### BEGIN SOLUTION\n"
                   "    return 2 * x\n    ### END SOLUTION\n",
                   metadata={"nbgrader": {"solution": True, "grade": False,
-                                         "locked": False,
+                                         "locked": False, "schema_version": 3,
                                          "grade_id": "double"}}),
-    new_code_cell("assert double(2) == 4\nassert double(-1) == -2\n",
+    new_code_cell("assert double(2) == 4\nassert double(-1) == -2\n"
+                  "### BEGIN HIDDEN TESTS\nassert double(10) == 20\n"
+                  "### END HIDDEN TESTS\n",
                   metadata={"nbgrader": {
                       "grade": True, "solution": False, "locked": True,
-                      "grade_id": "test_double", "points": 3}}),
+                      "schema_version": 3, "grade_id": "test_double",
+                      "points": 3}}),
 ]
+ANSWERS = {"blank": None, "right": "def double(x):\n    return x + x\n",
+           # passes the visible asserts, not the hidden one
+           "table": "def double(x):\n    return {2: 4, -1: -2}[x]\n"}
 
 
 @pytest.mark.e2e
-def test_a_plain_assert_exercise_is_graded_blank_and_right(tmp_path):
+def test_an_instructors_plain_assert_exercise_through_a_term(tmp_path):
+    """An instructor's own course folder (no course_lib exercise): plain
+    asserts, hidden ones grader-side only; blank, right and a
+    visible-only answer; a late submission, then a changed due date; a
+    grader's override rebuilt into the feedback."""
+    from course_tools.classroom.course import generate_assignment
     from course_tools.classroom.grade import Options, grade_class, summary
 
     root = tmp_path / "course"
@@ -294,22 +305,48 @@ def test_a_plain_assert_exercise_is_graded_blank_and_right(tmp_path):
     shutil.copy(ROOT / "nbgrader_config.py", root)
     nbformat.write(nbformat.v4.new_notebook(cells=SOURCE),
                    root / "solutions" / A / "nb.ipynb")
-    from course_tools.classroom.course import generate_assignment
-
     generate_assignment(root, A, db_url=None)
     released = nbformat.read(root / "chapters" / A / "nb.ipynb", 4)
-    for student, answer in (("blank", None), ("right", "def double(x):"
-                                              "\n    return x + x\n")):
+    assert "double(10)" not in str(released)
+    for student, answer in ANSWERS.items():
         notebook = nbformat.from_dict(released)
         if answer:
             notebook.cells[1].source = answer
         folder = root / "submitted" / student / A
         folder.mkdir(parents=True)
         nbformat.write(notebook, folder / "nb.ipynb")
-    outcomes = grade_class(Options(root=root, jobs=1, timeout=20,
-                                   progress=False))
-    print(summary(outcomes))
-    scores = {o.student: o.score for o in outcomes}
-    assert scores == {"blank": 0.0, "right": 3.0}
+        stamp = DUE + timedelta(hours=2 if student == "right" else -1)
+        (folder / "timestamp.txt").write_text(late.stamp_text(stamp))
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    alembic_head_in_process()
+    with Gradebook(url) as gb:
+        gb.update_or_create_assignment(A, duedate=DUE)
+    options = Options(root=root, jobs=1, timeout=20, progress=False)
+    outcomes = {o.student: o for o in grade_class(options)}
+    print(summary(list(outcomes.values())))
+    assert {s: o.score for s, o in outcomes.items()} == {
+        "blank": 0.0, "right": 2.7, "table": 0.0}
+    assert "penalty 0.3, final score 2.7" in outcomes["right"].said[0]
+    page = (root / "feedback" / "right" / A / "nb.html").read_text()
+    assert "late by 1 day: penalty 0.3 points" in page
+    assert "due: 2026-11-23 22:59 UTC" in page
     page = (root / "feedback" / "blank" / A / "nb.html").read_text()
     assert "graded as nbgrader grades it" in page
+
+    with Gradebook(url) as gb:  # the due date moves a day later
+        gb.find_assignment(A).duedate = DUE + timedelta(days=1)
+        gb.find_grade("test_double", "nb", A, "table").manual_score = 1.0
+        gb.db.commit()
+    outcomes = {o.student: o for o in grade_class(options)}
+    assert {s: (o.status, o.score) for s, o in outcomes.items()} == {
+        "blank": ("unchanged", 0.0), "right": ("unchanged", 3.0),
+        "table": ("unchanged", 1.0)}
+    page = (root / "feedback" / "table" / A / "nb.html").read_text()
+    assert "score set by your grader" in page
+    assert "1 / 3 points" in page
+    only = grade_class(Options(root=root, jobs=1, progress=False,
+                               students=("right",)))
+    assert [o.student for o in only] == ["right"]
+    wide = (root / "grades-wide.csv").read_text().splitlines()
+    assert wide[0] == f"student_id,last_name,first_name,email,{A},total"
+    assert "right,,,,3.0,3.0" in wide
