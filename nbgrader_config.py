@@ -13,7 +13,7 @@ c.CourseDirectory.db_url = "sqlite:///gradebook.db"
 # The per-cell timeout of nbgrader's own commands (the ExecutePreprocessor
 # form is ignored by nbgrader). `make grade` sets its own, --timeout
 # (60 s by default), which is the one that grades the class.
-c.Execute.timeout = 120
+c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 
 # Released notebooks carry no outputs.

@@ -47,7 +47,9 @@ def parse(argv):
                         "nbgrader_config.py's c.Execute.timeout, is the "
                         "limit when grading)")
     parser.add_argument("--memory-mb", type=int, default=3072,
-                        help="address space of a kernel (default: 3072)")
+                        help="MB of memory of a submission's processes "
+                        "together, and of each one's address space "
+                        "(default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
                         help="seconds for one submission; past them it "
                         "is left ungraded, the machine's failure, and the "
@@ -70,7 +72,8 @@ def parse(argv):
                         "each file (a notebook or a zip) one student's")
     parser.add_argument("--collect-regex", default=DEFAULT_REGEX,
                         help="pattern of a download's path, with groups "
-                        "student_id and file_id (default: "
+                        "student_id and file_id, and optionally timestamp "
+                        "(the submission time; else the file's) (default: "
                         "<student>_<name>.ipynb or .zip)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--cpu-report", type=Path, metavar="FILE",
