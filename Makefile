@@ -11,7 +11,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help setup book book-solutions book-pages system-packages test \
 	test-fast lint \
-	release lock clean \
+	release student-edition lock clean \
 	grade feedback bench-grade
 
 # Each command's line in `make help` is the `## ...` after its target.
@@ -92,6 +92,11 @@ bench-grade: $(STAMP) ## time make grade against serial nbgrader
 
 release: $(STAMP) ## regenerate chapters/ and the README's chapter table
 	$(BIN)/python -m course_tools.release --root . $(CHAPTERS)
+
+# What students get, from an allow-list (instructors/releasing.md), e.g.
+# ARGS="--book _build/html --strip-answers".
+student-edition: $(STAMP) ## the student edition into _student/ (ARGS=...)
+	$(BIN)/python -m course_tools.edition --root . $(ARGS)
 
 lock: ## re-pin constraints.txt from requirements.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
