@@ -44,9 +44,9 @@ The chapters of the course, as notebooks to complete
 import. To work locally, with Python 3.11:
 
 ```sh
-python -m venv .venv
-.venv/bin/pip install -r requirements.txt -c constraints.txt
-.venv/bin/pip install --no-deps -e .
+python3.11 -m venv .venv
+.venv/bin/pip install -r requirements.txt
+.venv/bin/pip install --no-deps -e .    # course_lib
 .venv/bin/jupyter lab chapters
 ```
 

@@ -341,6 +341,11 @@ def test_an_instructors_plain_assert_exercise_through_a_term(tmp_path):
     assert {s: (o.status, o.score) for s, o in outcomes.items()} == {
         "blank": ("unchanged", 0.0), "right": ("unchanged", 3.0),
         "table": ("unchanged", 1.0)}
+    page = (root / "feedback" / "right" / A / "nb.html").read_text()
+    assert "late by" not in page  # its penalty changed: page rebuilt
+    from course_tools.classroom.__main__ import main
+
+    assert main(["--course", str(root), "--feedback"]) == 0  # make feedback
     page = (root / "feedback" / "table" / A / "nb.html").read_text()
     assert "score set by your grader" in page
     assert "1 / 3 points" in page

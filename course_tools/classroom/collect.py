@@ -37,7 +37,7 @@ import re
 import shutil
 import stat
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from course_tools.classroom import course as C
@@ -169,7 +169,7 @@ def _find(folder, assignment, pattern, report, zone="UTC"):
                 stamp = late.parse_stamp(match.group("timestamp"), zone)
             if stamp is None:
                 stamp = datetime.fromtimestamp(
-                    info.st_mtime, timezone.utc).replace(tzinfo=None)
+                    info.st_mtime, UTC).replace(tzinfo=None)
             found.setdefault(student, []).append(Download(
                 assignment, student, path, name, file_id,
                 info.st_mtime, info.st_size, stamp))

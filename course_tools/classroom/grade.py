@@ -194,16 +194,18 @@ def _finish(course, names, outcomes, config, options):
     """Scores, pending points and lateness from the gradebook (penalties
     recomputed: a changed due date, extension or policy counts without
     a regrade), grades.csv (:func:`standing.finish`), and the feedback
-    pages of these assignments rebuilt from it."""
+    pages whose penalty changed rebuilt from it (``make feedback``
+    rebuilds them all)."""
     from nbgrader.api import Gradebook
 
     with Gradebook(course.db_url) as gradebook:
         present = {a.name for a in gradebook.assignments}
         names = [n for n in names if n in present]
-        standing.finish(course, gradebook, names, outcomes, config)
-    if names:
+        changed = standing.finish(course, gradebook, names, outcomes,
+                                  config)
+    if changed:
         standing.rebuild_feedback(course.root, names, options.students,
-                                  course.db_url)
+                                  course.db_url, only=changed)
     outcomes.sort(key=lambda o: (o.assignment, o.student))
 
 

@@ -24,7 +24,7 @@ time zone, ``c.Exchange.timezone`` (an IANA name such as
 
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dateutil import tz as dateutil_tz
 from nbgrader.plugins import LateSubmissionPlugin
@@ -81,7 +81,7 @@ def shown(utc, zone):
     or ``none``."""
     if utc is None:
         return "none"
-    local = utc.replace(tzinfo=timezone.utc).astimezone(
+    local = utc.replace(tzinfo=UTC).astimezone(
         dateutil_tz.gettz(zone))
     return f"{local:%Y-%m-%d %H:%M} {zone}"
 
@@ -99,10 +99,10 @@ def rescore(gradebook, assignment_names, config):
     """Recompute the late penalty of every submitted notebook of these
     assignments from the gradebook (submission time, due date with any
     extension, the score with hand grades) and the configured policy,
-    as nbgrader's ``AssignLatePenalties`` does; return how many
-    penalties changed."""
+    as nbgrader's ``AssignLatePenalties`` does; return the
+    ``(assignment, student)`` whose penalty changed."""
     step, policy = plugin(config)
-    changed = 0
+    changed = set()
     for name in assignment_names:
         for submission in gradebook.assignment_submissions(name):
             late = submission.total_seconds_late
@@ -115,7 +115,7 @@ def rescore(gradebook, assignment_names, config):
                         penalty = step._check_late_penalty(notebook, penalty)
                 if penalty != notebook.late_submission_penalty:
                     notebook.late_submission_penalty = penalty
-                    changed += 1
+                    changed.add((name, submission.student.id))
     gradebook.db.commit()
     return changed
 
@@ -138,7 +138,7 @@ def parse_stamp(text, zone):
             return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dateutil_tz.gettz(zone))
-    return when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when.astimezone(UTC).replace(tzinfo=None)
 
 
 def stamp_text(utc):

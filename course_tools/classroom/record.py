@@ -3,9 +3,10 @@
 Autograded scores replace the previous autograded scores; a manual score
 that a grader gave stays: as it is when the answer it graded is
 unchanged (``keep``, by ``standing.answer_digests``, under ``--force``
-too), flagged for review when the answer changed. A submission that failed (the student's doing) scores 0 on every
-autograded cell; its written answers still wait for a grader. One that
-the grader or the machine could not grade is never written here.
+too), flagged for review when the answer changed. A submission that
+failed (the student's doing) scores 0 on every autograded cell; its
+written answers still wait for a grader. One that the grader or the
+machine could not grade is never written here.
 """
 
 import csv

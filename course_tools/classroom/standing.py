@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.classroom import feedback, late, record
 from course_tools.classroom import course as C
+from course_tools.classroom import feedback, late, record
 
 
 @dataclass
@@ -132,9 +132,10 @@ def answer_digests(folder):
 def finish(course, gradebook, names, outcomes, config):
     """End a run: penalties recomputed, each outcome's score, pending
     points and lateness read from the gradebook, ``grades.csv``
-    written."""
+    written; return the ``(assignment, student)`` whose penalty
+    changed (their feedback pages are rebuilt)."""
     zone = late.course_timezone(config)
-    late.rescore(gradebook, names, config)
+    changed = late.rescore(gradebook, names, config)
     for outcome in outcomes:
         if outcome.status not in ("graded", "failed", "unchanged"):
             continue
@@ -145,6 +146,7 @@ def finish(course, gradebook, names, outcomes, config):
         outcome.pending = found.pending
         outcome.said = lines(found, zone)
     export(course, gradebook)
+    return changed
 
 
 def export(course, gradebook):
@@ -212,11 +214,13 @@ def write_page(course, assignment, student, notebooks, text):
         (folder / f"{name}.html").write_text(text)
 
 
-def rebuild_feedback(root, assignments=(), students=(), db_url=None):
+def rebuild_feedback(root, assignments=(), students=(), db_url=None,
+                     only=None):
     """``make feedback``: recompute the penalties, rebuild every
     student's feedback page and ``grades.csv`` from the gradebook (hand
-    grades, overrides, comments, penalties); grade nothing. Returns the
-    pages written, as ``[(assignment, student)]``."""
+    grades, overrides, comments, penalties); grade nothing. ``only``: a
+    set of ``(assignment, student)`` to rebuild, not every one. Returns
+    the pages written, as ``[(assignment, student)]``."""
     from nbgrader.api import Gradebook
 
     C.alembic_head_in_process()
@@ -233,7 +237,8 @@ def rebuild_feedback(root, assignments=(), students=(), db_url=None):
             notebooks = released_notebooks(course, name)
             for submission in gradebook.assignment_submissions(name):
                 student = submission.student.id
-                if students and student not in students:
+                if students and student not in students or (
+                        only is not None and (name, student) not in only):
                     continue
                 stored = state["submissions"].get(f"{name}/{student}")
                 if not notebooks or "messages" not in (stored or {}):
