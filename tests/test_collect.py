@@ -549,11 +549,14 @@ def test_a_class_collected_from_hostile_downloads_is_graded(tmp_path):
     assert "a zip bomb" in page
     assert sorted(os.listdir(root / "submitted")) == [
         K.MANIFEST, "alice", "carol", "dave", "mallory"]
-    assert os.listdir(root / "submitted" / "alice" / A) == [f"{NAME}.ipynb"]
+    # the download's time is the submission's (test_term)
+    assert sorted(os.listdir(root / "submitted" / "alice" / A)) == [
+        "timestamp.txt", f"{NAME}.ipynb"]
     assert (root / "submitted" / "alice" / A / f"{NAME}.ipynb"
             ).read_bytes() == right
     rows = (root / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + len(E2E)
+    assert any(",2023-11-14 22:13:20,alice," in row for row in rows), rows
     # collecting and grading again: nothing changes, the reasons stay
     again = grade_class(options)
     assert {o.status for o in again} == {"unchanged"}
