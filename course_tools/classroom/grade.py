@@ -89,8 +89,6 @@ class Outcome:
     pending: float = 0.0  # hand-graded points not graded yet
     # what the gradebook adds: points pending, lateness (standing.lines)
     said: list = field(default_factory=list)
-    # kept in grading_state.json for make feedback (_store)
-    stored: dict = field(default_factory=dict)
 
 
 def grade_class(options):
@@ -178,8 +176,8 @@ def _grade_class(options):
             task["collected"] = notes.get((task["assignment"],
                                            task["student"]), [])
             task["zone"] = zone
-            task["answers_before"] = state["submissions"].get(
-                f"{task['assignment']}/{task['student']}", {}).get(
+            task["answers_before"] = standing.load_record(
+                course, task["assignment"], task["student"]).get(
                 "answers", {})
         outcomes += _grade(starting, course, options, state, tasks,
                            templates, settings)
@@ -320,8 +318,7 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                                  f"{task['student']}"] = {
                 "hash": task["hash"], "source": task["source_hash"],
                 "score": outcome.score, "max_score": outcome.max_score,
-                "status": outcome.status, "reasons": outcome.reasons,
-                **outcome.stored}
+                "status": outcome.status, "reasons": outcome.reasons}
             # the whole state is rewritten: every few seconds, not after
             # each of a large class's results
             if time.monotonic() - saved >= SAVE_EVERY_S:
@@ -461,19 +458,19 @@ def _store(course, gradebook, templates, task, result):
     # what make feedback needs to rebuild the page from the gradebook
     stored = {"answers": answers, "messages": result.get("messages", {}),
               "passed": result.get("passed", {}),
-              "student_reasons": feedback.student_reasons(result)}
+              "student_reasons": feedback.student_reasons(result),
+              "status": result["status"]}
+    standing.save_record(course, assignment, student, stored)
     notebooks = templates[assignment].notebooks
     standing.write_page(course, assignment, student, notebooks,
                         standing.page(course, gradebook, assignment,
-                                      student, dict(stored, status=result[
-                                          "status"]), notebooks,
+                                      student, stored, notebooks,
                                       task.get("zone", "UTC")))
     shutil.rmtree(work, ignore_errors=True)
     steps = dict(result.get("steps") or {})
     steps["store (this process)"] = round(time.process_time() - start, 4)
     return Outcome(assignment, student, result["status"], score, max_score,
-                   reasons, result.get("seconds", 0.0), steps,
-                   stored=stored)
+                   reasons, result.get("seconds", 0.0), steps)
 
 
 def collect(course, names, folder, regex=DEFAULT_REGEX, zone="UTC"):

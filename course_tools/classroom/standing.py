@@ -10,6 +10,7 @@ student's page from it after hand grading, grading nothing.
 """
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,11 +174,35 @@ def released_notebooks(course, assignment):
     return {}
 
 
+RECORD = ".course-feedback.json"  # in autograded/<student>/<assignment>/
+
+
+def save_record(course, assignment, student, data):
+    """Keep what a page is rebuilt from besides the gradebook (the
+    checks' messages, the reasons a student may read, the answers'
+    digests) beside the graded notebooks, which the kernels never see."""
+    folder = course.path("autograded", student, assignment)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"{RECORD}.partial"
+    partial.write_text(json.dumps(data))
+    partial.replace(folder / RECORD)
+
+
+def load_record(course, assignment, student):
+    """:func:`save_record`'s data, or ``{}``."""
+    try:
+        found = json.loads(course.path("autograded", student, assignment,
+                                       RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def result_from_gradebook(gradebook, assignment, student, stored):
     """A worker's result (the shape :func:`feedback.render` reads) with
     every score from the gradebook, and the grader's comments; the
     checks' messages and the reasons come from the last grading run
-    (``stored``, its entry in ``grading_state.json``)."""
+    (``stored``: :func:`load_record`)."""
     submission = gradebook.find_submission(assignment, student)
     result = {"status": stored.get("status", "graded"),
               "messages": stored.get("messages", {}),
@@ -227,7 +252,6 @@ def rebuild_feedback(root, assignments=(), students=(), db_url=None,
     course = C.load_course(root, db_url=db_url)
     config = late.load_config(course.root)
     zone = late.course_timezone(config)
-    state = C.load_state(course)
     written = []
     with Gradebook(course.db_url) as gradebook:
         names = [a.name for a in gradebook.assignments
@@ -240,8 +264,8 @@ def rebuild_feedback(root, assignments=(), students=(), db_url=None,
                 if students and student not in students or (
                         only is not None and (name, student) not in only):
                     continue
-                stored = state["submissions"].get(f"{name}/{student}")
-                if not notebooks or "messages" not in (stored or {}):
+                stored = load_record(course, name, student)
+                if not notebooks or "messages" not in stored:
                     continue  # not graded by this make grade: left as is
                 write_page(course, name, student, notebooks, page(
                     course, gradebook, name, student, stored, notebooks,
