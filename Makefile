@@ -11,8 +11,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help setup book book-solutions book-pages system-packages test \
 	test-fast lint \
-	release lock clean \
-	grade bench-grade
+	release student-edition lock clean \
+	grade feedback bench-grade
 
 # Each command's line in `make help` is the `## ...` after its target.
 help: ## list the commands, one line each
@@ -78,15 +78,25 @@ lint: $(STAMP) ## ruff over library, tools, tests, benchmarks, notebooks
 	$(BIN)/ruff check course_lib course_tools tests benchmarks scripts solutions
 
 # Grade the class: every submission in submitted/<student>/<assignment>/,
-# e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force".
-grade: $(STAMP) ## autograde submitted/ (ARGS="--jobs 4 ...")
+# e.g. make grade ARGS="01_attention_coefficients --jobs 4 --force", or
+# one student: make grade ARGS="--student ada".
+grade: $(STAMP) ## autograde submitted/ (ARGS="--jobs 4 --student ID ...")
 	$(BIN)/python -m course_tools.classroom --course . $(ARGS)
+
+# After hand grading in the formgrader (instructors/term.md).
+feedback: $(STAMP) ## rebuild feedback/ and grades.csv from the gradebook
+	$(BIN)/python -m course_tools.classroom --course . --feedback $(ARGS)
 
 bench-grade: $(STAMP) ## time make grade against serial nbgrader
 	$(BIN)/python benchmarks/grade_class.py $(ARGS)
 
 release: $(STAMP) ## regenerate chapters/ and the README's chapter table
 	$(BIN)/python -m course_tools.release --root . $(CHAPTERS)
+
+# What students get, from an allow-list (instructors/releasing.md), e.g.
+# ARGS="--book _build/html --strip-answers".
+student-edition: $(STAMP) ## the student edition into _student/ (ARGS=...)
+	$(BIN)/python -m course_tools.edition --root . $(ARGS)
 
 lock: ## re-pin constraints.txt from requirements.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv

@@ -49,7 +49,7 @@ PINS = ("requirements.txt", "constraints.txt")
 # Pages of the book besides the chapters (copied into the staged edition).
 PAGES = ("_config.yml", "_toc.yml", "intro.md", "notation.md",
          "grading.md", "instructors.md",
-         "instructors/releasing.md",
+         "instructors/term.md", "instructors/releasing.md",
          "instructors/grading.md", "instructors/guarantees.md",
          "instructors/feedback.md", "instructors/costs.md",
          "references.md", "references.bib")

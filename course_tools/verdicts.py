@@ -390,8 +390,41 @@ def missing_note(missing):
             "was defined. Write the code without it.")
 
 
+def plain_verdict(cell, ignore=None):
+    """The outputs of a test cell without ``check(...)`` (an instructor's
+    own ``assert ...``), graded as nbgrader grades it, from what its run
+    in the same sandbox left: an error, or text on stderr that does not
+    match ``ignore`` (nbgrader's ``IgnorePattern``), costs the points; a
+    number as the cell's result is a partial grade; else full marks.
+    Only these survive, as text (nothing else the kernel printed)."""
+    for output in cell.get("outputs", []):
+        kind = output.get("output_type")
+        if kind == "error":
+            why = (f"{output.get('ename', 'an error')}: "
+                   f"{str(output.get('evalue', ''))[:1000]}")
+        elif kind == "stream" and output.get("name") == "stderr":
+            text = str(output.get("text", ""))
+            if ignore and re.fullmatch(ignore, text):
+                continue
+            why = f"text on stderr: {text[:1000]}"
+        else:
+            continue
+        message = (f"the test cell stopped with {why}. No points (a test "
+                   "cell without check(...) is graded as nbgrader grades "
+                   "it: an error costs its points)")
+        return [new_output("error", ename="GradingError", evalue=message,
+                           traceback=[f"GradingError: {message}"])]
+    for output in reversed(cell.get("outputs", [])):
+        value = output.get("data", {}).get("text/plain")
+        if output.get("output_type") == "execute_result" and value:
+            return [new_output("execute_result", execution_count=None,
+                               data={"text/plain": str(value)[:100]})]
+    return [new_output("display_data", data={
+        "text/plain": f"{PASSED} the test cell ran without an error"})]
+
+
 def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
-           missing=None):
+           missing=None, ignore=None):
     """Replace a test cell's outputs with the grader's verdict.
     ``stopped_cell``: the index of an earlier cell stopped at the time
     limit (``timeout`` seconds), if any; ``missing``: ``(label,
@@ -404,7 +437,13 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
     hidden, passed. Full marks: the pass lines. Some points: a line per
     family (what it earned, or why not) and the score as the cell's
     ``execute_result``, which nbgrader records as a partial grade. No
-    point: the first failure as an error, as nbgrader expects."""
+    point: the first failure as an error, as nbgrader expects.
+    A test cell without ``check(...)``: :func:`plain_verdict` (``ignore``:
+    nbgrader's ``IgnorePattern``); an error in a cell whose checks all
+    ran costs the cell's points too."""
+    if not expected_checks(cell.source):
+        cell.outputs = plain_verdict(cell, ignore)
+        return
     bundles = _results(cell)
     stopped = _stopped_by(cell)
     limit = f"{timeout} s" if timeout else "the time limit"
@@ -440,6 +479,10 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
         if failure is not None and missing is not None and \
                 "NameError" in failure:
             failure += "\n" + missing_note(missing)
+        if failure is None and stopped:
+            failure = (f"the test cell stopped with {stopped} after its "
+                       "checks ran. No points (an error in a test cell "
+                       "costs its points, as in nbgrader)")
     if failure is not None:
         outputs.append(new_output(
             "error", ename="GradingError", evalue=failure,
@@ -527,11 +570,17 @@ class DecideVerdicts(NbGraderPreprocessor):
         timeout = getattr(getattr(self.config, "Execute", None),
                           "timeout", None)
         stopped_cell = missing = None
+        ignore = getattr(getattr(self.config, "IgnorePattern", None),
+                         "pattern", None)
+        plain = []
         tests = {id(cell) for cell in test_cells(nb)}
         for index, cell in enumerate(nb.cells):
             if id(cell) in tests:
                 decide(cell, table, verdicts, timeout=timeout,
-                       stopped_cell=stopped_cell, missing=missing)
+                       stopped_cell=stopped_cell, missing=missing,
+                       ignore=ignore if isinstance(ignore, str) else None)
+                if not expected_checks(cell.source):
+                    plain.append(cell.metadata["nbgrader"]["grade_id"])
                 continue
             if cell.cell_type == "code" and timed_out(cell) \
                     and stopped_cell is None:
@@ -541,6 +590,12 @@ class DecideVerdicts(NbGraderPreprocessor):
                 tree = _parsed(cell.source)
                 missing = (reach.cell_label(tree) if tree is not None
                            else "a cell of yours", package)
+        if plain:
+            flags.append(
+                f"test cells {', '.join(plain)} hold no check(...): "
+                "graded as nbgrader grades them, by what the student's "
+                "kernel ran (an error costs their points), not judged "
+                "in the grader's process")
         nb.metadata["course_grading"] = {"flags": flags,
                                          "rules": verdicts}
         return nb, resources

@@ -81,7 +81,7 @@ EXPECTED = {
     "unanswered": (0, "graded", None),
     "notjson": (0, "failed", "not valid JSON"),
     "oldformat": (3, "graded", "older Jupyter"),
-    "editedtest": (0, "graded", "read-only cells were edited"),
+    "editedtest": (0, "graded", "read-only cells differ"),
     "deletedtest": (0, "graded", "deleted cells restored: test_softmax"),
     "shuffled": (3, "graded", "cells were moved"),
     "renamed": (3, "graded", "notebook renamed"),

@@ -72,11 +72,13 @@ def _collect(course, tmp_path, **kwargs):
 
 
 def _files(course):
-    """Every file of the course but its configuration, relative."""
+    """Every file of the course but its configuration and the grader's
+    own (the manifest, each folder's submission time: test_term),
+    relative."""
     return {str(p.relative_to(course.root)): p.read_bytes()
             for p in sorted(course.root.rglob("*"))
             if p.is_file() and p.name not in ("nbgrader_config.py",
-                                              K.MANIFEST)}
+                                              K.MANIFEST, "timestamp.txt")}
 
 
 def _member(name, mode):
@@ -409,8 +411,9 @@ def test_names_are_bytes_and_ids_an_allow_list(course, tmp_path):
         report = _collect(course, tmp_path)
         assert sorted(os.listdir(course.path("submitted"))) == [
             K.MANIFEST, "alice", "bob"]
-        assert os.listdir(os.fsencode(course.path("submitted", "bob", A))
-                          ) == [b"bob_caf\xe9.ipynb"]
+        assert sorted(os.listdir(os.fsencode(course.path(
+            "submitted", "bob", A)))) == [b"bob_caf\xe9.ipynb",
+                                          b"timestamp.txt"]
         refused = [line for line in report.lines
                    if "expected a student id of letters" in line]
         assert len(refused) == 4, report.lines
@@ -546,11 +549,14 @@ def test_a_class_collected_from_hostile_downloads_is_graded(tmp_path):
     assert "a zip bomb" in page
     assert sorted(os.listdir(root / "submitted")) == [
         K.MANIFEST, "alice", "carol", "dave", "mallory"]
-    assert os.listdir(root / "submitted" / "alice" / A) == [f"{NAME}.ipynb"]
+    # the download's time is the submission's (test_term)
+    assert sorted(os.listdir(root / "submitted" / "alice" / A)) == [
+        "timestamp.txt", f"{NAME}.ipynb"]
     assert (root / "submitted" / "alice" / A / f"{NAME}.ipynb"
             ).read_bytes() == right
     rows = (root / "grades.csv").read_text().splitlines()
     assert len(rows) == 1 + len(E2E)
+    assert any(",2023-11-14 22:13:20,alice," in row for row in rows), rows
     # collecting and grading again: nothing changes, the reasons stay
     again = grade_class(options)
     assert {o.status for o in again} == {"unchanged"}

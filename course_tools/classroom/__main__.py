@@ -9,6 +9,7 @@ from pathlib import Path
 
 from course_tools.classroom.grade import DEFAULT_REGEX, Options, grade_class
 from course_tools.classroom.grade import summary as summary_text
+from course_tools.classroom.standing import rebuild_feedback
 
 
 def parse(argv):
@@ -29,13 +30,26 @@ def parse(argv):
                         "workers have the course's environment (default: "
                         "$DASK_SCHEDULER_ADDRESS, else an embedded one)")
     parser.add_argument("--force", action="store_true",
-                        help="regrade unchanged submissions too")
+                        help="regrade unchanged submissions too (a hand "
+                        "grade of an answer that did not change stays)")
+    parser.add_argument("--student", action="append", default=[],
+                        metavar="ID", help="only this student (again for "
+                        "more)")
+    parser.add_argument("--feedback", action="store_true",
+                        help="grade nothing: rebuild each student's "
+                        "feedback page and grades.csv from the gradebook "
+                        "(hand grades, overrides, comments, late "
+                        "penalties), e.g. after the formgrader")
     parser.add_argument("--db", help="gradebook SQLAlchemy URL (default: "
                         "the course's, sqlite:///gradebook.db)")
     parser.add_argument("--timeout", type=int, default=60,
-                        help="seconds per cell (default: 60)")
+                        help="seconds per cell (default: 60; this, not "
+                        "nbgrader_config.py's c.Execute.timeout, is the "
+                        "limit when grading)")
     parser.add_argument("--memory-mb", type=int, default=3072,
-                        help="address space of a kernel (default: 3072)")
+                        help="MB of memory of a submission's processes "
+                        "together, and of each one's address space "
+                        "(default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
                         help="seconds for one submission; past them it "
                         "is left ungraded, the machine's failure, and the "
@@ -58,7 +72,8 @@ def parse(argv):
                         "each file (a notebook or a zip) one student's")
     parser.add_argument("--collect-regex", default=DEFAULT_REGEX,
                         help="pattern of a download's path, with groups "
-                        "student_id and file_id (default: "
+                        "student_id and file_id, and optionally timestamp "
+                        "(the submission time; else the file's) (default: "
                         "<student>_<name>.ipynb or .zip)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--cpu-report", type=Path, metavar="FILE",
@@ -74,6 +89,17 @@ def main(argv=None):
     from sqlalchemy.exc import SAWarning
 
     warnings.filterwarnings("ignore", category=SAWarning)
+    if args.feedback:
+        try:
+            pages = rebuild_feedback(args.course, tuple(args.assignments),
+                                     tuple(args.student), args.db)
+        except (ValueError, RuntimeError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(f"{len(pages)} feedback pages rebuilt from the gradebook "
+              f"in {(args.course / 'feedback').resolve()}")
+        print(f"grades: {(args.course / 'grades.csv').resolve()}")
+        return 0
     options = Options(
         root=args.course, assignments=tuple(args.assignments),
         jobs=args.jobs, scheduler=args.scheduler, force=args.force,
@@ -83,7 +109,8 @@ def main(argv=None):
         isolate=not args.no_isolation, disk_mb=args.disk_mb,
         cpu_s=args.cpu_s,
         collect=args.collect, skip_tagged=not args.run_tagged,
-        collect_regex=args.collect_regex, progress=not args.no_progress)
+        collect_regex=args.collect_regex, progress=not args.no_progress,
+        students=tuple(args.student))
     try:
         outcomes = grade_class(options)
     except (ValueError, RuntimeError) as error:

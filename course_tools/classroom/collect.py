@@ -20,6 +20,14 @@ file of nobody, a line of the report; nothing stops the batch.
 ``submitted/.collected.json`` remembers the download each folder came
 from and its reasons: collecting again changes nothing, a folder is
 replaced only by a newer download, and the grader reads the reasons.
+
+Each collected folder gets nbgrader's ``timestamp.txt``: the submission
+time, which decides lateness. It is the time the LMS wrote into the
+download's name, when the regex has a group ``timestamp`` that matches
+(:func:`.late.parse_stamp`: ISO 8601, or year, month, day, hour, minute
+and second with any separators, in the course's time zone unless it
+says otherwise), else the download file's modification time (which LMS
+downloads carry as the upload time when unzipped with their dates).
 """
 
 import hashlib
@@ -29,9 +37,11 @@ import re
 import shutil
 import stat
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from course_tools.classroom import course as C
+from course_tools.classroom import late
 from course_tools.classroom.archive import (
     MB,
     RESERVED,
@@ -62,6 +72,7 @@ class Download:
     file_id: str
     mtime: float
     size: int
+    stamp: object = None  # the submission time, naive UTC
 
 
 @dataclass
@@ -71,9 +82,10 @@ class Report:
     lines: list = field(default_factory=list)  # files of nobody
 
 
-def collect(course, names, folder, regex=DEFAULT_REGEX):
+def collect(course, names, folder, regex=DEFAULT_REGEX, zone="UTC"):
     """Collect ``folder/<name>/archive/`` for each assignment ``name``
-    into ``submitted/``; return a :class:`Report`."""
+    into ``submitted/``; return a :class:`Report`. ``zone``: the course's
+    time zone, for a time in a download's name without one."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"expected a folder of downloads, got {folder}")
@@ -87,7 +99,7 @@ def collect(course, names, folder, regex=DEFAULT_REGEX):
     report = Report()
     manifest = _load(course)
     for assignment in names:
-        found = _find(folder, assignment, pattern, report)
+        found = _find(folder, assignment, pattern, report, zone)
         for student, downloads in sorted(found.items()):
             kept, notes = _choose(downloads)
             try:
@@ -118,7 +130,7 @@ def reasons(course):
     return found
 
 
-def _find(folder, assignment, pattern, report):
+def _find(folder, assignment, pattern, report, zone="UTC"):
     """``{student: [Download]}`` under ``folder/assignment/archive``."""
     top = folder / assignment / "archive"
     if not top.is_dir():
@@ -152,9 +164,15 @@ def _find(folder, assignment, pattern, report):
                                     f"{show(name)}: {why}")
                 continue
             file_id = (match.groupdict().get("file_id") or file)
+            stamp = None
+            if match.groupdict().get("timestamp"):
+                stamp = late.parse_stamp(match.group("timestamp"), zone)
+            if stamp is None:
+                stamp = datetime.fromtimestamp(
+                    info.st_mtime, UTC).replace(tzinfo=None)
             found.setdefault(student, []).append(Download(
                 assignment, student, path, name, file_id,
-                info.st_mtime, info.st_size))
+                info.st_mtime, info.st_size, stamp))
     return found
 
 
@@ -200,7 +218,8 @@ def _place(course, download, notes, manifest, report):
                                      for p in folder.rglob("*")])
         if newest >= d.mtime or folder.is_symlink():
             report.lines.append(
-                f"{key}: kept submitted/{key}, not collected from these "
+                f"{key}: kept submitted/{d.student}/{d.assignment}, not "
+                "collected from these "
                 f"downloads and newer; not collected: {show(d.name)}")
             return []
     staging = folder.parent / f".{d.assignment}.new"
@@ -217,6 +236,9 @@ def _place(course, download, notes, manifest, report):
         shutil.rmtree(staging)
         staging.mkdir()
         extra = [f"{show(d.name)} was not collected: {error}"]
+    # nbgrader's submission time (no member of a download may be called
+    # so: archive.RESERVED)
+    (staging / "timestamp.txt").write_text(late.stamp_text(d.stamp))
     old = folder.parent / f".{d.assignment}.old"
     shutil.rmtree(old, ignore_errors=True)  # left by an interrupted run
     if folder.exists() or folder.is_symlink():
@@ -228,7 +250,8 @@ def _place(course, download, notes, manifest, report):
         shutil.rmtree(old, ignore_errors=True)
     manifest[key] = {"download": d.name, "mtime": d.mtime,
                      "sha256": digest, "hash": C.hash_folder(folder),
-                     "notes": extra, "reasons": notes + extra}
+                     "notes": extra, "reasons": notes + extra,
+                     "timestamp": late.stamp_text(d.stamp)}
     return notes + extra
 
 

@@ -61,6 +61,10 @@ def rows(released, result, name):
     messages = result.get("messages", {}).get(name, {})
     passed = result.get("passed", {}).get(name, {})
     failed = result["status"] != "graded"
+    # from the gradebook (standing.result_from_gradebook): the cells a
+    # grader scored, and the grader's comments
+    by_hand = set(found.get("by_hand", ()))
+    remarks = found.get("grader_comments", {})
     table = []
     for cell in released.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -70,12 +74,14 @@ def rows(released, result, name):
         points = float(meta.get("points", 0))
         kind = "test" if cell.cell_type == "code" else "written"
         score = scores.get(grade_id, [None])[0]
-        if kind == "test" and (failed or score is None):
+        if kind == "test" and (failed or score is None) and \
+                grade_id not in by_hand:
             score = 0.0
         if kind == "written":
             unanswered = found.get("comments", {}).get(grade_id)
             lines = ["no answer given" if unanswered == "No response."
-                     else "graded by hand: see your grader's comments"]
+                     else "graded by hand" if score is not None
+                     else "pending: your grader has not graded it yet"]
         elif messages.get(grade_id):
             # the families of cases that earned points, then why others
             # did not (partial credit), or the failure alone
@@ -87,6 +93,10 @@ def rows(released, result, name):
         else:
             lines = [_clean(p) for p in passed.get(grade_id, [])] or [
                 "passed"]
+        if grade_id in by_hand and kind == "test":
+            lines = ["score set by your grader"] + lines
+        if remarks.get(grade_id):
+            lines.append(f"your grader's comment: {remarks[grade_id]}")
         table.append((grade_id, kind, score, points, lines))
     return table
 
@@ -116,12 +126,18 @@ FAMILY = re.compile("^[\u2713\u2717] \\w+, (.+? [0-9.]+ of [0-9.]+ "
                     "points)")
 
 
-def render(*, assignment, student, notebooks, result):
-    """The feedback page; ``notebooks`` is ``{name: released notebook}``."""
+def render(*, assignment, student, notebooks, result, header=()):
+    """The feedback page; ``notebooks`` is ``{name: released notebook}``;
+    ``header``: lines about the whole submission (its time, the due
+    date, the penalty, the final score: ``standing.header``)."""
     esc = html.escape
     parts = [f"<!doctype html><meta charset='utf-8'><title>{esc(assignment)}"
              f" feedback</title><style>{STYLE}</style>",
              f"<h1>{esc(assignment)}: feedback for {esc(student)}</h1>"]
+    if header:
+        parts.append("<h2>Your score</h2><ul>")
+        parts += [f"<li>{esc(line)}</li>" for line in header]
+        parts.append("</ul>")
     reasons = student_reasons(result)
     if reasons:
         parts.append("<h2>About your submission</h2><ul>")
@@ -129,11 +145,13 @@ def render(*, assignment, student, notebooks, result):
         parts.append("</ul>")
     for name, released in notebooks.items():
         table = rows(released, result, name)
-        auto = [r for r in table if r[1] == "test"]
-        got = sum(r[2] or 0 for r in auto)
-        out_of = sum(r[3] for r in auto)
+        got = sum(r[2] or 0 for r in table)
+        out_of = sum(r[3] for r in table)
+        waiting = sum(r[3] for r in table if r[2] is None)
         parts.append(f"<h2>{esc(name)}.ipynb: {got:g} / {out_of:g} "
-                     "autograded points</h2><table><tr><th>cell</th>"
+                     "points" + (f" ({waiting:g} pending a grader)"
+                                 if waiting else "")
+                     + "</h2><table><tr><th>cell</th>"
                      "<th>score</th><th>what the grader says</th></tr>")
         for grade_id, _kind, score, points, lines in table:
             mark = "&ndash;" if score is None else f"{score:g}"

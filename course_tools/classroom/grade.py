@@ -23,8 +23,10 @@ from course_tools.classroom import (
     cluster,
     feedback,
     files,
+    late,
     parcel,
     record,
+    standing,
     text,
 )
 from course_tools.classroom import collect as downloads
@@ -50,7 +52,7 @@ class Options:
     force: bool = False
     db_url: str | None = None
     timeout: int = 60  # seconds per cell
-    memory_mb: int = 3072  # address space of a student's kernel
+    memory_mb: int = 3072  # a submission's memory, and each process's
     submission_timeout: int = 900  # seconds for one whole submission
     isolate: bool = True
     disk_mb: int = 512  # what one submission may write, in all
@@ -59,6 +61,7 @@ class Options:
     collect_regex: str = DEFAULT_REGEX
     progress: bool = True
     skip_tagged: bool = True  # skip cells tagged skip-when-grading
+    students: tuple = ()  # grade only these students (default: all)
 
 
 class Outcomes(list):
@@ -83,6 +86,9 @@ class Outcome:
     seconds: float = 0.0
     # CPU seconds per step of grading it (worker.Steps, and "store" here)
     steps: dict = field(default_factory=dict)
+    pending: float = 0.0  # hand-graded points not graded yet
+    # what the gradebook adds: points pending, lateness (standing.lines)
+    said: list = field(default_factory=list)
 
 
 def grade_class(options):
@@ -118,9 +124,11 @@ def _grade_class(options):
         raise ValueError(f"unknown assignments {unknown}; expected some "
                          f"of {known}")
     lines = []
+    config = late.load_config(course.root)
+    zone = late.course_timezone(config)
     if options.collect:
         lines = collect(course, names, Path(options.collect),
-                        options.collect_regex).lines
+                        options.collect_regex, zone).lines
     notes = downloads.reasons(course)  # what collecting found, per student
     state = C.load_state(course)
     # A grade also depends on the checks and on this grader: a change to
@@ -134,6 +142,9 @@ def _grade_class(options):
     sources = {n: C.source_hash(course, n, settings=settings) for n in names}
     refused = []
     found = C.submissions(course, names, refused)
+    if options.students:
+        found = [f for f in found if f[1] in options.students]
+        refused = [r for r in refused if r[1] in options.students]
     outcomes, todo = _triage(course, options, state, sources, found, notes)
     outcomes = Outcomes(outcomes + [
         Outcome(a, downloads.show(s), "refused", 0.0, 0.0,
@@ -141,11 +152,7 @@ def _grade_class(options):
         for a, s, why in refused])
     outcomes.notes = lines
     if not todo:
-        from nbgrader.api import Gradebook
-
-        with Gradebook(course.db_url) as gradebook:
-            record.export_csv(gradebook, course.root / "grades.csv")
-        outcomes.sort(key=lambda o: (o.assignment, o.student))
+        _finish(course, names, outcomes, config, options)
         return outcomes
     scratch = Path(tempfile.mkdtemp(prefix="grade-class-", dir="/tmp"))
     # The workers start while the templates are built.
@@ -168,13 +175,36 @@ def _grade_class(options):
         for task in tasks:
             task["collected"] = notes.get((task["assignment"],
                                            task["student"]), [])
+            task["zone"] = zone
+            task["answers_before"] = standing.load_record(
+                course, task["assignment"], task["student"]).get(
+                "answers", {})
         outcomes += _grade(starting, course, options, state, tasks,
                            templates, settings)
     finally:
         starting.close(settings)
         shutil.rmtree(scratch, ignore_errors=True)
-    outcomes.sort(key=lambda o: (o.assignment, o.student))
+    _finish(course, names, outcomes, config, options)
     return outcomes
+
+
+def _finish(course, names, outcomes, config, options):
+    """Scores, pending points and lateness from the gradebook (penalties
+    recomputed: a changed due date, extension or policy counts without
+    a regrade), grades.csv (:func:`standing.finish`), and the feedback
+    pages whose penalty changed rebuilt from it (``make feedback``
+    rebuilds them all)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.db_url) as gradebook:
+        present = {a.name for a in gradebook.assignments}
+        names = [n for n in names if n in present]
+        changed = standing.finish(course, gradebook, names, outcomes,
+                                  config)
+    if changed:
+        standing.rebuild_feedback(course.root, names, options.students,
+                                  course.db_url, only=changed)
+    outcomes.sort(key=lambda o: (o.assignment, o.student))
 
 
 def _triage(course, options, state, sources, found, notes=None):
@@ -296,7 +326,6 @@ def _grade(starting, course, options, state, tasks, templates, settings):
                 saved = time.monotonic()
             bar.update(1)
         bar.close()
-        record.export_csv(gradebook, course.root / "grades.csv")
     return outcomes
 
 
@@ -389,7 +418,7 @@ def _hidden(course, options, scratch):
     paths = [course.path(f) for f in ("submitted", "autograded",
                                       "feedback", "source")]
     paths += [course.root / n for n in (".git", C.STATE, "grades.csv",
-                                        "gradebook.db",
+                                        "grades-wide.csv", "gradebook.db",
                                         "gradebook.db-journal",
                                         "_build_solutions", "course_tools",
                                         "solutions")]
@@ -406,13 +435,18 @@ def _store(course, gradebook, templates, task, result):
     """Write one result (gradebook, autograded copy, feedback)."""
     start = time.process_time()
     assignment, student = task["assignment"], task["student"]
-    score, max_score = record.record(gradebook, result)
     work = Path(task["work"])
     target = course.path("autograded", student, assignment)
     reasons = list(result.get("reasons", []))
+    answers = {}
     if result.get("autograded"):
         graded = work / "autograded"
         parcel.unpack_tree(result["autograded"], graded)
+        answers = standing.answer_digests(graded)
+    before = task.get("answers_before", {})
+    score, max_score = record.record(gradebook, result, keep=frozenset(
+        k for k, v in answers.items() if before.get(k) == v))
+    if result.get("autograded"):
         if target.exists():
             shutil.rmtree(target)
         reasons += [f"autograded folder: {line}"
@@ -421,13 +455,17 @@ def _store(course, gradebook, templates, task, result):
     reasons += [str(n) for n in result.get("instructor") or []]
     reasons += [f"partial credit: {line}"
                 for line in feedback.family_points(result)]
-    page = feedback.render(assignment=assignment, student=student,
-                           notebooks=templates[assignment].notebooks,
-                           result=result)
-    folder = course.path("feedback", student, assignment)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in templates[assignment].notebooks:
-        (folder / f"{name}.html").write_text(page)
+    # what make feedback needs to rebuild the page from the gradebook
+    stored = {"answers": answers, "messages": result.get("messages", {}),
+              "passed": result.get("passed", {}),
+              "student_reasons": feedback.student_reasons(result),
+              "status": result["status"]}
+    standing.save_record(course, assignment, student, stored)
+    notebooks = templates[assignment].notebooks
+    standing.write_page(course, assignment, student, notebooks,
+                        standing.page(course, gradebook, assignment,
+                                      student, stored, notebooks,
+                                      task.get("zone", "UTC")))
     shutil.rmtree(work, ignore_errors=True)
     steps = dict(result.get("steps") or {})
     steps["store (this process)"] = round(time.process_time() - start, 4)
@@ -435,10 +473,10 @@ def _store(course, gradebook, templates, task, result):
                    reasons, result.get("seconds", 0.0), steps)
 
 
-def collect(course, names, folder, regex=DEFAULT_REGEX):
+def collect(course, names, folder, regex=DEFAULT_REGEX, zone="UTC"):
     """Bring LMS downloads (``FOLDER/<assignment>/archive/``) into
     ``submitted/``; return the report (:mod:`.collect`)."""
-    return downloads.collect(course, names, folder, regex)
+    return downloads.collect(course, names, folder, regex, zone)
 
 
 class _NoBar:
@@ -463,7 +501,7 @@ def summary(outcomes):
     lines = [f"{'assignment':<28} {'student':<16} {'score':>11}  "
              f"{'status':<9} reason"]
     for o in outcomes:
-        reason = text.safe_line("; ".join(o.reasons) or "-")
+        reason = text.safe_line("; ".join(o.said + o.reasons) or "-")
         student = text.safe_line(o.student)
         lines.append(f"{text.safe_line(o.assignment):<28} {student:<16} "
                      f"{o.score:>5g}/{o.max_score:<5g}  {o.status:<9} "

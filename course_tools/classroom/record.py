@@ -1,10 +1,12 @@
 """Results into the real gradebook: one writer, nbgrader's own API.
 
 Autograded scores replace the previous autograded scores; a manual score
-that a grader gave stays, and the cell is flagged for review as nbgrader
-does. A submission that failed (the student's doing) scores 0 on every
-autograded cell; its written answers still wait for a grader. One that
-the grader or the machine could not grade is never written here.
+that a grader gave stays: as it is when the answer it graded is
+unchanged (``keep``, by ``standing.answer_digests``, under ``--force``
+too), flagged for review when the answer changed. A submission that
+failed (the student's doing) scores 0 on every autograded cell; its
+written answers still wait for a grader. One that the grader or the
+machine could not grade is never written here.
 """
 
 import csv
@@ -32,8 +34,10 @@ def copy_duedate(db_url, template_db, assignment):
                                                  duedate=duedate)
 
 
-def record(gradebook, result):
-    """Write one worker result; return ``(score, max_score)``."""
+def record(gradebook, result, keep=frozenset()):
+    """Write one worker result; return ``(score, max_score)``. ``keep``:
+    ``"notebook/grade_id"`` of the cells whose answer is as it was when
+    last graded (a hand grade there stays as it is)."""
     assignment, student = result["assignment"], result["student"]
     gradebook.update_or_create_student(student)
     stamp = result.get("timestamp")
@@ -49,8 +53,10 @@ def record(gradebook, result):
             if failed or grade.name not in scores:
                 auto = 0.0 if grade.cell.cell_type == "code" else None
             grade.auto_score = auto
-            grade.needs_manual_grade = (grade.manual_score is not None
-                                        or auto is None)
+            kept = f"{notebook.name}/{grade.name}" in keep
+            grade.needs_manual_grade = (
+                grade.manual_score is None and auto is None
+                or grade.manual_score is not None and not kept)
         comments = found.get("comments", {})
         for comment in notebook.comments:
             comment.auto_comment = comments.get(comment.name)
@@ -121,4 +127,38 @@ def export_csv(gradebook, path):
                             lineterminator="\n")
         writer.writerow(COLUMNS)
         writer.writerows(rows(gradebook))
+    os.replace(partial, path)
+
+
+def wide_rows(gradebook):
+    """One row per student, as a learning platform imports grades: the
+    student's id and names, then each assignment's final score (late
+    penalty taken; empty where nothing was submitted), then the total."""
+    names = [a.name for a in gradebook.assignments]
+    header = ["student_id", "last_name", "first_name", "email", *names,
+              "total"]
+    found = [header]
+    for student in gradebook.students:
+        scores = []
+        for name in names:
+            try:
+                submission = gradebook.find_submission(name, student.id)
+            except MissingEntry:
+                scores.append(None)
+                continue
+            scores.append(max(0.0, submission.score
+                              - submission.late_submission_penalty))
+        found.append([cell(v) for v in (
+            student.id, student.last_name, student.first_name,
+            student.email, *scores, sum(s or 0.0 for s in scores))])
+    return found
+
+
+def export_wide(gradebook, path):
+    """``grades-wide.csv``: :func:`wide_rows`, written as
+    :func:`export_csv` writes."""
+    partial = f"{path}.partial"
+    with open(partial, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(
+            wide_rows(gradebook))
     os.replace(partial, path)

@@ -131,8 +131,11 @@ def repair(submitted, released):
     if not lead_done:
         cells += segments[None]
     if edited:
-        reasons.append("read-only cells were edited: the instructor's "
-                       f"version ran ({', '.join(edited)})")
+        # edited, or a notebook of an earlier release of the assignment
+        reasons.append("read-only cells differ from the assignment as "
+                       "released now (edited, or from an earlier "
+                       "release): the current version ran "
+                       f"({', '.join(edited)})")
         reasons += _lost_names(edited, first, known, cells)
     reasons += _out_of_order(submitted, released)
     notebook = copy.deepcopy(released)
