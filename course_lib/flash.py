@@ -39,7 +39,10 @@ __all__ = [
     "tiled_attention",
     "FlashAttention",
     "flash_attention",
+    "tile_backward",
     "chunked_decode_step",
+    "sram_block",
+    "hbm_accesses",
 ]
 
 
@@ -259,37 +262,69 @@ class FlashAttention(torch.autograd.Function):
         block_q, block_k = ctx.blocks
         batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2],
                                        V.shape[:-2])
-        scale = 1.0 / math.sqrt(Q.shape[-1])
         dQ = Q.new_zeros((*batch, *Q.shape[-2:]))
         dK = K.new_zeros((*batch, *K.shape[-2:]))
         dV = V.new_zeros((*batch, *V.shape[-2:]))
         # D_i = rowsum(dO_i * O_i) = sum_j P_ij dP_ij  (..., N_q)
         D = (dO * out).sum(-1)
-        shift = _finite(lse)
         for rows in _blocks(Q.shape[-2], block_q):
             r = slice(*rows)
-            Q_i, dO_i = Q[..., r, :], dO[..., r, :]
             for cols in _blocks(K.shape[-2], block_k):
                 if causal and cols[0] > rows[1] - 1:
                     break
                 c = slice(*cols)
-                K_j, V_j = K[..., c, :], V[..., c, :]
-                # P_ij = exp(S_ij - lse_i), recomputed  (..., b_q, b_k)
-                S = Q_i @ K_j.transpose(-2, -1) * scale
-                P = torch.exp(S - shift[..., r].unsqueeze(-1))
-                tile = _block_mask(mask, causal, rows, cols)
-                if tile is not None:
-                    P = P.masked_fill(~tile, 0.0)
-                # dV_j += P^T dO_i                     (..., b_k, d_v)
-                dV[..., c, :] += P.transpose(-2, -1) @ dO_i
-                # dP = dO_i V_j^T; dS = P * (dP - D_i)  (..., b_q, b_k)
-                dP = dO_i @ V_j.transpose(-2, -1)
-                dS = P * (dP - D[..., r].unsqueeze(-1))
-                # dQ_i += dS K_j / sqrt(d_k); dK_j += dS^T Q_i / sqrt(d_k)
-                dQ[..., r, :] += dS @ K_j * scale
-                dK[..., c, :] += dS.transpose(-2, -1) @ Q_i * scale
+                dQ_i, dK_j, dV_j = _tile_backward(
+                    Q[..., r, :], K[..., c, :], V[..., c, :], dO[..., r, :],
+                    lse[..., r], D[..., r],
+                    _block_mask(mask, causal, rows, cols))
+                dQ[..., r, :] += dQ_i
+                dK[..., c, :] += dK_j
+                dV[..., c, :] += dV_j
         return (_unbroadcast(dQ, Q.shape), _unbroadcast(dK, K.shape),
                 _unbroadcast(dV, V.shape), None, None, None, None)
+
+
+def tile_backward(Q_i, K_j, V_j, dO_i, lse_i, D_i, mask=None):
+    """One tile's share of the gradients, from the log-sum-exp alone.
+
+    ``Q_i (..., b_q, d_k)`` and ``dO_i (..., b_q, d_v)`` are a block of
+    queries and of the output's gradient, ``lse_i`` and ``D_i = rowsum(dO_i
+    * O_i)`` ``(..., b_q)``; ``K_j (..., b_k, d_k)``, ``V_j (..., b_k,
+    d_v)`` a block of keys and values; ``mask`` bool broadcastable to
+    ``(..., b_q, b_k)``. Returns the tile's terms of ``dQ_i (..., b_q,
+    d_k)``, ``dK_j (..., b_k, d_k)`` and ``dV_j (..., b_k, d_v)``: the full
+    gradients are their sums over the tiles. A query with no key
+    (``lse = -inf``) contributes nothing.
+    """
+    batch = require_qkv(Q_i, K_j, V_j)
+    b_q, d_v = Q_i.shape[-2], V_j.shape[-1]
+    for name, t, tail in (("dO_i", dO_i, (b_q, d_v)), ("lse_i", lse_i,
+                                                       (b_q,)),
+                          ("D_i", D_i, (b_q,))):
+        require_tensor(t, name, min_dim=len(tail))
+        if tuple(t.shape[-len(tail):]) != tail:
+            raise ValueError(f"{name} must have shape (..., "
+                             f"{', '.join(map(str, tail))}), got "
+                             f"{tuple(t.shape)}")
+    if mask is not None:
+        require_mask(mask, Q_i.shape[-2], K_j.shape[-2], batch)
+    return _tile_backward(Q_i, K_j, V_j, dO_i, lse_i, D_i, mask)
+
+
+def _tile_backward(Q_i, K_j, V_j, dO_i, lse_i, D_i, mask=None):
+    """tile_backward on checked inputs."""
+    scale = 1.0 / math.sqrt(Q_i.shape[-1])
+    # P_ij = exp(S_ij - lse_i), recomputed          (..., b_q, b_k)
+    S = Q_i @ K_j.transpose(-2, -1) * scale
+    P = torch.exp(S - _finite(lse_i).unsqueeze(-1))
+    if mask is not None:
+        P = P.masked_fill(~mask, 0.0)
+    # dV_j = P^T dO_i                               (..., b_k, d_v)
+    dV_j = P.transpose(-2, -1) @ dO_i
+    # dP = dO_i V_j^T; dS = P * (dP - D_i)          (..., b_q, b_k)
+    dS = P * (dO_i @ V_j.transpose(-2, -1) - D_i.unsqueeze(-1))
+    # dQ_i = dS K_j / sqrt(d_k); dK_j = dS^T Q_i / sqrt(d_k)
+    return dS @ K_j * scale, dS.transpose(-2, -1) @ Q_i * scale, dV_j
 
 
 def flash_attention(Q, K, V, mask=None, *, causal=False, block_q=64,
@@ -347,3 +382,41 @@ def chunked_decode_step(q, K, V, mask=None, *, chunk_size=256):
                                          o[..., c, :, :]))
     out, _ = finish_partial(merged)
     return out.squeeze(-2)  # (..., d_v)
+
+
+def sram_block(d, sram):
+    """The largest square block ``b`` (``B_r = B_c = b``) whose working
+    set fits in ``sram`` elements of fast memory: blocks of ``Q``, ``K``,
+    ``V`` and ``O`` (``4 b d``) and one tile of scores (``b^2``), so
+    ``4 b d + b^2 <= sram``. Raises when not even ``b = 1`` fits."""
+    require_positive_int(d, "d")
+    require_positive_int(sram, "sram")
+    # b = floor(-2d + sqrt(4 d^2 + sram)), the root of b^2 + 4 d b = sram
+    b = math.isqrt(4 * d * d + sram) - 2 * d
+    if b < 1:
+        raise ValueError(f"sram must hold at least 4 d + 1 = {4 * d + 1} "
+                         f"elements, got {sram}")
+    return b
+
+
+def hbm_accesses(n, d, *, block_q=None):
+    """Elements one head's forward pass reads from and writes to slow
+    memory (a GPU's HBM), ``N = n`` tokens of ``d`` features.
+
+    ``block_q=None``: the plain formula, each ``(N, N)`` matrix written
+    and read back: read ``Q, K`` (``2 N d``), write and read ``S`` and
+    ``P`` (``4 N^2``), read ``V`` and write ``O`` (``2 N d``). Otherwise
+    the tiled pass with queries outside: read ``Q`` once, ``K`` and ``V``
+    once per block of ``block_q`` queries, write ``O`` and the ``(N,)``
+    log-sum-exp once: ``2 N d (T_r + 1) + N`` with ``T_r = ceil(N /
+    block_q)``. With ``block_q = sram_block(d, sram)``, about ``sram /
+    4d`` while the tile is small beside the blocks (``sram`` up to about
+    ``d^2``), this is ``Theta(N^2 d^2 / sram)``.
+    """
+    require_positive_int(n, "n")
+    require_positive_int(d, "d")
+    if block_q is None:
+        return 4 * n * d + 4 * n * n
+    require_positive_int(block_q, "block_q")
+    t_r = -(-n // block_q)
+    return 2 * n * d * (t_r + 1) + n

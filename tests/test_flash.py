@@ -16,8 +16,11 @@ from course_lib.flash import (
     chunked_decode_step,
     finish_partial,
     flash_attention,
+    hbm_accesses,
     merge_partials,
     online_softmax,
+    sram_block,
+    tile_backward,
     tiled_attention,
 )
 
@@ -336,3 +339,62 @@ def test_bad_input_names_what_was_expected():
         chunked_decode_step(Q[0], K, V, torch.ones(3, dtype=torch.bool))
     with pytest.raises(ValueError, match="float32 or float64"):
         online_softmax(torch.arange(3))
+
+
+# ------------------------------------------------------------ tile backward
+
+
+def test_tile_backward_sums_to_the_gradients(dtype):
+    """The tiles' terms, summed, are autograd's gradients; each tile
+    needs only its blocks, lse and D."""
+    Q, K, V = qkv((2,), 7, 9, 3, 2, dtype, seed=23)
+    mask = random_mask((7, 9), seed=24)
+    dO = torch.randn(2, 7, 2, dtype=dtype,
+                     generator=torch.Generator().manual_seed(25))
+    out, lse = tiled_attention(Q, K, V, mask, return_lse=True)
+    D = (dO * out).sum(-1)
+    dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
+    for r in (slice(0, 4), slice(4, 7)):
+        for c in (slice(0, 5), slice(5, 9)):
+            dq, dk, dv = tile_backward(Q[..., r, :], K[..., c, :],
+                                       V[..., c, :], dO[..., r, :],
+                                       lse[..., r], D[..., r], mask[r, c])
+            dQ[..., r, :] += dq
+            dK[..., c, :] += dk
+            dV[..., c, :] += dv
+    _, expected = grads(lambda q, k, v: sdpa(q, k, v, mask), Q, K, V, dO)
+    for a, b in zip((dQ, dK, dV), expected, strict=True):
+        close(a, b, dtype)
+    with pytest.raises(ValueError, match=r"lse_i must have shape \(\.\.\., 7"):
+        tile_backward(Q, K, V, dO, lse[..., :3], D)
+
+
+# ------------------------------------------------------------ IO counts
+
+
+def test_hbm_accesses_of_the_plain_formula_and_of_tiles():
+    n, d = 4096, 64
+    assert hbm_accesses(n, d) == 4 * n * d + 4 * n * n
+    # Q read once, K and V once per query block, O and lse written once
+    assert hbm_accesses(n, d, block_q=n) == 4 * n * d + n
+    assert hbm_accesses(n, d, block_q=100) == 2 * n * d * (41 + 1) + n
+    # quadratic in N for a fixed block, far below the plain formula
+    ratio = hbm_accesses(2 * n, d, block_q=128) / hbm_accesses(
+        n, d, block_q=128)
+    assert 3.9 < ratio < 4.0
+    assert hbm_accesses(n, d, block_q=128) < hbm_accesses(n, d) / 3
+
+
+@pytest.mark.parametrize("d", [32, 64, 128])
+def test_sram_block_fits_and_gives_n2_d2_over_m(d):
+    for sram in (10_000, 50_000, 100_000, 1_000_000):
+        b = sram_block(d, sram)
+        assert 4 * b * d + b * b <= sram < 4 * (b + 1) * d + (b + 1) ** 2
+    # accesses * M / (N^2 d^2) stays within a constant, Theta(N^2 d^2 /
+    # M), where the tile is small beside the blocks (M up to about d^2)
+    n = 1 << 14
+    scaled = [hbm_accesses(n, d, block_q=sram_block(d, m)) * m / (n * d) ** 2
+              for m in (d * d // 2, d * d, 2 * d * d)]
+    assert max(scaled) / min(scaled) < 1.2
+    with pytest.raises(ValueError, match="at least 4 d"):
+        sram_block(d, 4 * d)
