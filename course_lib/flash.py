@@ -1,6 +1,8 @@
 """Exact attention in linear memory: the online softmax, the merge of
 partial results, tiled attention, its backward pass by recomputation
-(FlashAttention) and a decoding step over a chunked cache.
+(FlashAttention), a decoding step over a chunked cache (Flash-Decoding)
+and the count of slow-memory reads and writes that makes tiling pay on
+a GPU.
 
 Conventions (shared by every module of ``course_lib``):
 
