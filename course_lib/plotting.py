@@ -173,7 +173,8 @@ class Table:
 
         def row(cells, tag):
             return "<tr>" + "".join(
-                f'<{tag} style="text-align: {a}">{esc(c)}</{tag}>'
+                f'<{tag} style="text-align: {a}; padding: 0.2em 0.7em">'
+                f"{esc(c)}</{tag}>"
                 for c, a in zip(cells, align, strict=True)) + "</tr>"
 
         parts = ['<div class="course-table">']

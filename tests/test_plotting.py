@@ -69,8 +69,10 @@ def test_table_escapes_aligns_and_formats():
     assert "a &amp; b" in markup and "note &lt;1&gt;" in markup
     assert "170,240" in markup and "2.602" in markup
     # numbers right-aligned, names left-aligned; only the table scrolls
-    assert '<td style="text-align: right">2.798</td>' in markup
-    assert '<td style="text-align: left">chars</td>' in markup
+    assert '<td style="text-align: right; padding: 0.2em 0.7em">2.798<' in (
+        markup)
+    assert '<td style="text-align: left; padding: 0.2em 0.7em">chars<' in (
+        markup)
     assert 'overflow-x: auto' in markup
     text = str(t).splitlines()
     assert text[0] == "a & b" and text[-1] == "note <1>"
