@@ -184,7 +184,9 @@ class Table:
         parts.append("<thead>" + row(self.header, "th") + "</thead>")
         parts.append("<tbody>" + "".join(row(r, "td") for r in self.rows)
                      + "</tbody></table></div>")
-        parts += [f"<p>{esc(n)}</p>" for n in self.notes]
+        if self.notes:  # one paragraph, a line each
+            parts.append("<p>" + "<br>".join(esc(n) for n in self.notes)
+                         + "</p>")
         parts.append("</div>")
         return "".join(parts)
 
