@@ -1,16 +1,23 @@
-"""Figures the chapters share: attention heatmaps, per-head grids, curves.
+"""Figures the chapters share: attention heatmaps, per-head grids, curves,
+and tables of results.
 
 Conventions: an attention matrix ``A`` is ``(N_q, N_k)`` with queries as rows
 (the token that takes) and keys as columns (the token that gives), as in
 ``course_lib.attention``. Every function returns the matplotlib ``Figure``
 (or draws into the ``ax`` it is given) and never calls ``plt.show``.
+:func:`table` returns a :class:`Table`, which a notebook shows as an HTML
+table that fits the book's column (and a terminal as aligned text).
 """
+
+import html
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-__all__ = ["plot_attention", "plot_heads", "plot_matrix", "plot_curves"]
+__all__ = ["plot_attention", "plot_heads", "plot_matrix", "plot_curves",
+           "table", "Table"]
 
 
 def _as_array(x):
@@ -122,3 +129,84 @@ def plot_curves(curves, *, xlabel, ylabel, title=None, logx=False,
     if title:
         ax.set_title(title)
     return fig
+
+
+_NUMBER = re.compile(r"^[-+−]?[\d,.]+(e[-+]?\d+)?\s*%?$|^[-+−]?inf$")
+
+
+def _cell(value):
+    if isinstance(value, bool) or isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class Table:
+    """Rows of results with a header, an optional ``caption`` above and
+    ``notes`` (lines) below. In a notebook it is one HTML output: numbers
+    right-aligned, and only the table scrolls sideways if it must. Every
+    text is escaped. ``str(table)`` is the same as aligned text."""
+
+    def __init__(self, header, rows, *, caption=None, notes=()):
+        self.header = [_cell(h) for h in header]
+        self.rows = [[_cell(v) for v in row] for row in rows]
+        for k, row in enumerate(self.rows):
+            if len(row) != len(self.header):
+                raise ValueError(
+                    f"row {k} has {len(row)} cells; expected "
+                    f"{len(self.header)}, one per header column")
+        self.caption = caption
+        self.notes = [str(n) for n in notes]
+
+    def _numeric(self, j):
+        column = [row[j] for row in self.rows]
+        return bool(column) and all(_NUMBER.match(v.strip())
+                                    for v in column if v.strip())
+
+    def _repr_html_(self):
+        align = ["right" if self._numeric(j) else "left"
+                 for j in range(len(self.header))]
+        esc = html.escape
+
+        def row(cells, tag):
+            return "<tr>" + "".join(
+                f'<{tag} style="text-align: {a}; padding: 0.2em 0.7em">'
+                f"{esc(c)}</{tag}>"
+                for c, a in zip(cells, align, strict=True)) + "</tr>"
+
+        parts = ['<div class="course-table">']
+        if self.caption:
+            parts.append(f"<p>{esc(self.caption)}</p>")
+        parts.append('<div style="overflow-x: auto"><table>')
+        parts.append("<thead>" + row(self.header, "th") + "</thead>")
+        parts.append("<tbody>" + "".join(row(r, "td") for r in self.rows)
+                     + "</tbody></table></div>")
+        if self.notes:  # one paragraph, a line each
+            parts.append("<p>" + "<br>".join(esc(n) for n in self.notes)
+                         + "</p>")
+        parts.append("</div>")
+        return "".join(parts)
+
+    def __str__(self):
+        widths = [max(len(c) for c in column)
+                  for column in zip(self.header, *self.rows, strict=True)]
+        lines = [self.caption] if self.caption else []
+        for cells in (self.header, *self.rows):
+            lines.append("  ".join(
+                c.rjust(w) if self._numeric(j) else c.ljust(w)
+                for j, (c, w) in enumerate(zip(cells, widths, strict=True)))
+                .rstrip())
+        return "\n".join(lines + self.notes)
+
+    __repr__ = __str__
+
+
+def table(header, rows, *, caption=None, notes=()):
+    """A :class:`Table` of ``rows`` (sequences of cells, one per column of
+    ``header``): strings as they are, ints with thousands separators,
+    floats to 4 significant digits. Make it a cell's last expression (or
+    ``display`` it) to show it."""
+    return Table(header, rows, caption=caption, notes=notes)

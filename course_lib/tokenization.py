@@ -11,6 +11,7 @@ bits per character are ``total nats / (characters * ln 2)``.
 """
 
 import math
+import time
 
 import torch
 
@@ -163,7 +164,8 @@ def held_out_bits(model, test, chars, context):
                                     spelled.sum()))
 
 
-def train_pair(seed, *, steps=None, recipe=None, data=None):
+def train_pair(seed, *, steps=None, recipe=None, data=None,
+               eval_every=0):
     """Train chapter 10's model (``recipe``, default
     :data:`course_lib.language_model.TEXT_RECIPE`) from ``seed`` on BPE
     tokens and on characters, the same steps, batches and context (in
@@ -171,7 +173,10 @@ def train_pair(seed, *, steps=None, recipe=None, data=None):
     model's parameter count. ``data = (token_data(), text_data())``.
     Returns a dict per kind (``"bpe"``, ``"characters"``): parameters,
     d_ff, held-out bits per character, CPU seconds, characters per
-    token of the held-out text."""
+    token of the held-out text. With ``eval_every`` > 0, also ``curve``:
+    ``(step, held-out bits per character)`` before step 0,
+    ``eval_every``, ... and after the last step; the training is the
+    same, and the evaluations' CPU is not counted in ``cpu_seconds``."""
     recipe = dict(lm.TEXT_RECIPE, **(recipe or {}))
     steps = steps or recipe["steps"]
     (tokenizer, train, test, chars), (vocabulary, c_train, c_test) = (
@@ -187,16 +192,34 @@ def train_pair(seed, *, steps=None, recipe=None, data=None):
         torch.manual_seed(seed)
         model = _model(V, recipe, d_ff)
         g = torch.Generator().manual_seed(seed)
+        curve, evaluation = [], {"step": 0, "cpu": 0.0}
+
+        def measured_loss(model, tokens, test_ids=test_ids,
+                          spelled=spelled, curve=curve, e=evaluation):
+            # held-out bits before this step's update, then the step's
+            # own loss (the default of train_next_token)
+            if e["step"] % eval_every == 0:
+                start = time.process_time()
+                curve.append((e["step"], held_out_bits(
+                    model, test_ids, spelled, recipe["context"])))
+                model.train()
+                e["cpu"] += time.process_time() - start
+            e["step"] += 1
+            return lm.next_token_loss(model(tokens), tokens)
+
         run = lm.train_next_token(
             model, lambda ids=train_ids, g=g: lm.random_windows(
                 ids, recipe["batch_size"], recipe["context"], g),
-            steps=steps, lr=recipe["lr"])
+            steps=steps, lr=recipe["lr"],
+            loss_fn=measured_loss if eval_every else None)
+        bits = held_out_bits(model, test_ids, spelled, recipe["context"])
         results[kind] = {
             "vocab_size": V, "d_ff": d_ff,
             "parameters": parameter_count(model),
-            "bits_per_character": held_out_bits(model, test_ids, spelled,
-                                                recipe["context"]),
-            "cpu_seconds": run["cpu_seconds"],
+            "bits_per_character": bits,
+            "cpu_seconds": run["cpu_seconds"] - evaluation["cpu"],
             "characters_per_token": float(spelled.sum()) / len(test_ids),
         }
+        if eval_every:
+            results[kind]["curve"] = curve + [(steps, bits)]
     return results

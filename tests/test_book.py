@@ -167,6 +167,40 @@ def test_every_narrative_cell_ran(student_html):
             assert not errors, f"{where}: {errors[0].ename}"
 
 
+# A citation in MyST: {cite:p}`key`, {cite:t}`a,b`, {cite}`key`.
+CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+
+
+def _citations(markdown):
+    """The bibliography keys that ``markdown`` cites."""
+    return {key.strip() for keys in CITE.findall(markdown)
+            for key in keys.split(",")}
+
+
+def test_citations_are_found():
+    assert _citations("as {cite:t}`a2020x` and {cite:p}`b1,c2` show; "
+                      "{cite}`d3`") == {"a2020x", "b1", "c2", "d3"}
+    assert not _citations("Vaswani et al. (2017) `cite` {note}`x`")
+
+
+def test_every_chapter_cites_its_sources():
+    """Every chapter cites the papers it teaches from, with keys that
+    references.bib holds; no chapter is exempt."""
+    bib = (ROOT / "references.bib").read_text()
+    keys = set(re.findall(r"^@\w+\{([^,\s]+),", bib, flags=re.M))
+    sources = sorted(ROOT.glob("solutions/[0-9][0-9]_*/*.ipynb"))
+    assert sources
+    for path in sources:
+        markdown = "\n".join("".join(cell["source"])
+                             for cell in _notebook(path)["cells"]
+                             if cell["cell_type"] == "markdown")
+        cited = _citations(markdown)
+        where = path.relative_to(ROOT)
+        assert cited, f"{where} cites no paper ({{cite:p}}`key`)"
+        assert cited <= keys, (f"{where} cites keys missing from "
+                               f"references.bib: {sorted(cited - keys)}")
+
+
 @pytest.mark.e2e
 def test_no_page_shows_an_error(student_html):
     for page in _html_files(student_html):
@@ -434,9 +468,7 @@ def test_instructors_edition_shows_solutions_behind_toggles(
         answers = soup.select("div.admonition.dropdown")
         assert answers, f"{chapter}: no model answer in a dropdown"
         # Not executed, but with the student edition's outputs.
-        assert (soup.select("div.cell_output img")
-                or any(f in str(chapter) for f in WITHOUT_FIGURES)), (
-            f"{chapter}: no figure")
+        assert soup.select("div.cell_output img"), f"{chapter}: no figure"
     shown = _norm(" ".join(_text(p) for p in _html_files(solutions_html)))
     missing = [line for key, line in all_secrets.items() if key not in shown]
     assert not missing, f"not in the instructors' edition: {missing[:5]}"
@@ -573,8 +605,8 @@ def test_page_in_a_browser(page, server, name):
     assert errors.count() == 0, errors.first.inner_text()[:500]
     if name in CHAPTERS:
         assert math["containers"] > 0, "a chapter without math?"
-        assert (page.locator("div.cell_output img").count() > 0
-                or name in WITHOUT_FIGURES), "a chapter without figures?"
+        assert page.locator("div.cell_output img").count() > 0, (
+            "a chapter without figures?")
         download = page.locator("a[href$='.ipynb']")
         assert download.count() > 0, "no download button for the notebook"
     # The previous and next links lead to the neighbours in the table of
@@ -592,13 +624,6 @@ def test_page_in_a_browser(page, server, name):
 
 # A laptop's window and a phone's.
 WIDTHS = (1280, 400)
-# Pages whose printed outputs or tables are still wider than a 1280 px
-# column; a page leaves the list when its outputs fit (every chapter's
-# do: their cells print lines of at most 79 characters).
-OUTPUTS_NOT_YET_FITTED = {"chapters/11_tokens/tokens",
-                          "chapters/12_modern_decoder/modern_decoder"}
-# chapters whose lesson has no plot yet (tokens are tables and text)
-WITHOUT_FIGURES = {"chapters/11_tokens/tokens"}
 
 # What is cut off: every math, code or table block whose content reaches
 # beyond a box that hides its overflow (or scrolls it out of reach, on
@@ -683,12 +708,10 @@ CUT_OFF = r"""() => {
 
 # At a laptop's width, a display equation, a cell's code (lines of at
 # most 79 characters), what a cell prints and a table fit the column:
-# they do not even scroll. (Outputs and tables of the pages in
-# OUTPUTS_NOT_YET_FITTED are not checked yet: each printed a line wider
-# than its column when the check was added.)
-SCROLLS = r"""(outputs) => Array.from(document.querySelectorAll(
-        'article div.math mjx-container, article div.cell_input pre'
-        + (outputs ? ', article div.cell_output pre, article table' : '')))
+# they do not even scroll. Every page, with no exemption.
+SCROLLS = r"""() => Array.from(document.querySelectorAll(
+        'article div.math mjx-container, article div.cell_input pre, '
+        + 'article div.cell_output pre, article table'))
     .filter(e => e.scrollWidth > e.clientWidth + 1)
     .map(e => {
         const section = e.closest('section');
@@ -711,7 +734,7 @@ def test_nothing_is_cut_off(page, server, name, width):
     problems = page.evaluate(CUT_OFF)
     assert not problems, (f"at {width} px:\n" + "\n".join(problems[:10]))
     if width == WIDTHS[0]:
-        wide = page.evaluate(SCROLLS, name not in OUTPUTS_NOT_YET_FITTED)
+        wide = page.evaluate(SCROLLS)
         assert not wide, (f"at {width} px, break these lines:\n"
                           + "\n".join(wide[:10]))
     if width != WIDTHS[0]:

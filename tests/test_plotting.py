@@ -57,3 +57,28 @@ def test_plot_curves_log_axes():
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [1, 4, 16])
+
+
+def test_table_escapes_aligns_and_formats():
+    t = plotting.table(["model", "bits", "params"],
+                       [["<b>bpe</b>", 2.60213, 170240],
+                        ["chars", "2.798", 96]],
+                       caption="a & b", notes=["note <1>"])
+    markup = t._repr_html_()
+    assert "&lt;b&gt;bpe&lt;/b&gt;" in markup and "<b>bpe" not in markup
+    assert "a &amp; b" in markup and "note &lt;1&gt;" in markup
+    assert "170,240" in markup and "2.602" in markup
+    # numbers right-aligned, names left-aligned; only the table scrolls
+    assert '<td style="text-align: right; padding: 0.2em 0.7em">2.798<' in (
+        markup)
+    assert '<td style="text-align: left; padding: 0.2em 0.7em">chars<' in (
+        markup)
+    assert 'overflow-x: auto' in markup
+    text = str(t).splitlines()
+    assert text[0] == "a & b" and text[-1] == "note <1>"
+    assert text[2].endswith("170,240") and text[3].endswith("96")
+
+
+def test_table_rejects_a_row_of_the_wrong_length():
+    with pytest.raises(ValueError, match="row 1 has 1 cells; expected 2"):
+        plotting.table(["a", "b"], [[1, 2], [3]])

@@ -105,3 +105,21 @@ def test_train_pair_matches_parameters_and_runs_both():
     assert b["characters_per_token"] > 1.5 > c["characters_per_token"]
     for r in (b, c):
         assert math.isfinite(r["bits_per_character"])
+
+
+def test_train_pair_curve_leaves_the_training_unchanged():
+    recipe = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1, context=16,
+                  batch_size=4)
+    data = (tk.token_data(), lm.text_data(0.1))
+    plain = tk.train_pair(0, steps=5, recipe=recipe, data=data)
+    traced = tk.train_pair(0, steps=5, recipe=recipe, data=data,
+                           eval_every=2)
+    for kind in ("bpe", "characters"):
+        assert "curve" not in plain[kind]
+        curve = traced[kind]["curve"]
+        assert [s for s, _ in curve] == [0, 2, 4, 5]
+        # the same run: its final bits are the untraced run's
+        assert curve[-1][1] == traced[kind]["bits_per_character"] == (
+            plain[kind]["bits_per_character"])
+        # an untrained model is worse than after 5 steps at rate 1e-2
+        assert curve[0][1] > curve[-1][1]
