@@ -14,11 +14,12 @@ ALONE = "alone"  # the prefix of the xdist group of such tests
 
 class AloneLastScheduling(LoadGroupScheduling):
     """``LoadGroupScheduling`` whose work units holding a test marked
-    ``alone`` (their node ids end in ``@alone...``, see ``conftest.py``)
-    go last, each to a worker that is the only one still busy."""
+    ``alone`` (their group, after the ``@`` of their node ids, is
+    ``alone:...``; see ``conftest.py``) go last, each to a worker that is
+    the only one still busy."""
 
     def _is_alone(self, scope):
-        return "@" in scope and scope.split("@")[-1].startswith(ALONE)
+        return scope.startswith(f"{ALONE}:")
 
     def _busy(self):
         return sum(self._pending_of(work)
