@@ -39,8 +39,8 @@ def tol(dtype):
 #   (``tests/sharedjobs.py``);
 # - tests that share a fixture broader than a function (a module's graded
 #   class, a browser) run on one worker: ``pytest_collection_modifyitems``
-#   puts them in one ``xdist_group``, found from the fixtures each test
-#   uses, so a new file or chapter is grouped the day it lands;
+#   puts them in one group, found from the fixtures each test uses, so a
+#   new file or chapter is grouped the day it lands;
 # - a test marked ``alone`` (it measures time, or loads every core or the
 #   memory) runs after every other test, with no test beside it
 #   (``AloneLastScheduling``).
@@ -156,8 +156,8 @@ def pytest_collection_modifyitems(config, items):
     """The tests that need the grading batch, then those that need the
     built book, run last: both start in the background as the session
     begins (or when collection ends) and run meanwhile. Then the tests
-    marked ``alone``. On an xdist worker, tests that share a fixture get
-    one ``xdist_group``."""
+    marked ``alone``. On an xdist worker, the groups of tests that share
+    a fixture are written down for the scheduler."""
     book = [item for item in items if _needs_the_book(item)]
     unmarked = [item.nodeid for item in book
                 if item.get_closest_marker("e2e") is None]
@@ -171,16 +171,15 @@ def pytest_collection_modifyitems(config, items):
 
     items.sort(key=rank)  # stable: the file order within each rank
     if hasattr(config, "workerinput"):
-        for item, group in xdist_groups(items).items():
-            item.add_marker(pytest.mark.xdist_group(group))
+        alonelast.write_groups({item.nodeid: group for item, group in
+                                xdist_groups(items).items()})
 
 
 def xdist_groups(items):
-    """``{item: xdist group}``: a group per set of tests sharing a
-    fixture; a group holding a test marked ``alone`` is named
-    ``alone...`` (``tests/alonelast.py`` runs it last), and so is each
-    such test that shares nothing. Names hold no ``@`` (xdist's
-    separator)."""
+    """``{item: group}``: a group per set of tests sharing a fixture; a
+    group holding a test marked ``alone`` is named ``alone:...``
+    (``tests/alonelast.py`` runs it last), and so is each such test that
+    shares nothing."""
     groups = group_by_shared_fixtures(items)
     alone = {groups[item] for item in items
              if _is_alone(item) and item in groups}
@@ -193,7 +192,7 @@ def xdist_groups(items):
             continue
         if _is_alone(item) or group in alone:
             group = f"{alonelast.ALONE}:{group}"
-        named[item] = group.replace("@", ":")
+        named[item] = group
     return named
 
 

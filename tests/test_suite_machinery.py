@@ -56,7 +56,7 @@ def test_tests_sharing_a_fixture_share_a_group_transitively():
     assert d not in groups and f not in groups
 
 
-def test_a_group_with_a_test_marked_alone_is_alone_and_has_no_at():
+def test_a_group_with_a_test_marked_alone_is_alone():
     a = FakeItem("tests/test_a.py::t1", {"graded": FakeDef("module")})
     b = FakeItem("tests/test_a.py::t2", {"graded": FakeDef("module")},
                  alone=True)
@@ -64,8 +64,8 @@ def test_a_group_with_a_test_marked_alone_is_alone_and_has_no_at():
     d = FakeItem("tests/test_b.py::t4", {})
     named = conftest.xdist_groups([a, b, c, d])
     assert named[a] == named[b]
-    assert all(named[i].startswith(alonelast.ALONE) for i in (a, b, c))
-    assert not any("@" in name for name in named.values())
+    assert all(named[i].startswith(f"{alonelast.ALONE}:")
+               for i in (a, b, c))
     assert d not in named
 
 
@@ -86,12 +86,15 @@ class FakeNode:
 
 
 def _scheduler(collection, workers=2):
+    """The scheduler over ``collection``: node ids, ``@group`` after
+    those in a group (the groups the workers would write)."""
     config = SimpleNamespace(
         getvalue=lambda name: {"tx": [f"{workers}*popen"]}[name],
         option=SimpleNamespace(loadscopereorder=False))
+    groups = {n: n.split("@")[1] for n in collection if "@" in n}
     scheduler = alonelast.AloneLastScheduling(
-        config, log=SimpleNamespace(loadgroupsched=lambda *a: None,
-                                    loadscopesched=lambda *a: None))
+        config, log=SimpleNamespace(loadscopesched=lambda *a: None),
+        groups=groups)
     nodes = [FakeNode(f"gw{i}") for i in range(workers)]
     for node in nodes:
         scheduler.add_node(node)
@@ -101,28 +104,38 @@ def _scheduler(collection, workers=2):
 
 
 def _run_all(scheduler, nodes, collection):
-    """Complete tests as a worker would, one at a time in turn; return
-    the order in which the tests ran, as ``(node, nodeid, busy)`` with
-    ``busy`` the number of other nodes holding pending tests."""
+    """Complete tests as an xdist worker would, one at a time in turn
+    (a worker runs the last test it holds only once it holds another or
+    is shut down); return the order in which the tests ran, as ``(node,
+    nodeid, busy)`` with ``busy`` the number of other nodes that could
+    run a test meanwhile."""
     ran, done = [], set()
-    while not all(n.shutting_down and not n.sent for n in nodes):
+
+    def runnable(node):
+        pending = [i for batch in node.sent for i in batch
+                   if i not in done]
+        if len(pending) >= 2 or (pending and node.shutting_down):
+            return pending
+        return []
+
+    while True:
         progressed = False
         for node in nodes:
-            pending = [i for batch in node.sent for i in batch
-                       if i not in done]
+            pending = runnable(node)
             if not pending:
-                node.sent = []
                 continue
             index = pending[0]
             done.add(index)
-            others = sum(
-                1 for other in nodes if other is not node and any(
-                    i not in done for b in other.sent for i in b))
+            others = sum(1 for other in nodes
+                         if other is not node and runnable(other))
             ran.append((node.gateway.id, collection[index], others))
             scheduler.mark_test_complete(node, index)
             progressed = True
         if not progressed:
             break
+    for node in nodes:
+        if node.shutting_down:
+            scheduler.remove_node(node)
     return ran
 
 
@@ -142,7 +155,6 @@ def test_alone_units_run_last_and_with_nothing_beside_them():
         if "@alone" in nodeid:
             assert others_busy == 0, ran
     assert all(node.shutting_down for node in nodes)
-    assert scheduler.tests_finished
 
 
 def test_a_suite_of_alone_tests_only_still_ends():

@@ -117,6 +117,7 @@ def _plugin(path):
                 "alone": item.get_closest_marker("alone") is not None,
                 "worker": self.worker,
                 "wall": round(time.perf_counter() - wall, 3),
-                "cpu": round(cpu_seconds() - cpu, 3)})
+                "cpu": round(cpu_seconds() - cpu, 3),
+                "end": round(time.time(), 2)})
 
     return Timings(path)
