@@ -59,6 +59,16 @@ class BookBuild(SharedJob):
             log.name, status.stat().st_mtime - self.started_at())
         return int(status.read_text()), log.read_text()
 
+    def built_seconds(self):
+        """Seconds from the start of this session's build to the student
+        edition, if it is built (any process of the session may ask)."""
+        status = _status_file(LOG)
+        if LOG.name in self.seconds:
+            return self.seconds[LOG.name]
+        if not (status.exists() and (self.folder / "started").exists()):
+            return None
+        return status.stat().st_mtime - self.started_at()
+
     def wait(self):
         """The student edition's ``(exit status, log)`` once it is built."""
         return self._wait(LOG)

@@ -233,7 +233,9 @@ def pytest_collection_finish(session):
 
 
 def pytest_terminal_summary(terminalreporter):
-    seconds = bookbuild.STUDENT.seconds.get(bookbuild.LOG.name)
+    if sharedjobs.session_folder(create=False) is None:
+        return
+    seconds = bookbuild.STUDENT.built_seconds()
     if seconds is None:
         return
     executed = bookbuild.execution_seconds()
