@@ -64,15 +64,17 @@ system-packages: ## apt-get chromium and postgresql for make test (root)
 		>/dev/null; \
 	fi
 
-# Everything, as CI runs it: the unit and in-process tests, then the end
-# to end ones (the book is built, executing each chapter, while the
-# grading tests run beside it).
+# Everything, as CI runs it, on every core (pytest-xdist): the book's
+# build and the grading batch run once in the background while the other
+# tests run; tests sharing a fixture share a worker; tests marked alone
+# run last, with none beside them (tests/conftest.py).
+XDIST := -n auto --dist loadgroup --no-loadscope-reorder
 test: $(STAMP) system-packages ## the whole test suite, as CI runs it
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
 
 # The unit and in-process grading tests: under a minute, no kernel.
 test-fast: $(STAMP) ## unit and in-process tests (no kernel, under a minute)
-	$(BIN)/python -m pytest -m "not e2e"
+	$(BIN)/python -m pytest $(XDIST) -m "not e2e"
 
 lint: $(STAMP) ## ruff over library, tools, tests, benchmarks, notebooks
 	$(BIN)/ruff check course_lib course_tools tests benchmarks scripts solutions

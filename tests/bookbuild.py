@@ -1,7 +1,8 @@
 """The book's builds, started in the background.
 
 Building the student edition executes every chapter's narrative: it is
-the one execution of the narrative a test session makes. ``conftest.py``
+the one execution of the narrative a test session makes, however many
+processes the session has (``tests/sharedjobs.py``). ``conftest.py``
 starts it (``python -m course_tools.book student``, what ``make book``
 runs) as a session that tests the book begins, then the instructors'
 edition (``... solutions``, which reuses the executed outputs) right
@@ -10,10 +11,10 @@ run while the other tests run beside them.
 """
 
 import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.sharedjobs import SharedJob
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
@@ -25,36 +26,48 @@ def _status_file(log):
     return log.with_suffix(".status")
 
 
-class BookBuild:
+class BookBuild(SharedJob):
+    """Both editions, one after the other, once per session
+    (``tests/sharedjobs.py``): every process of the session waits for
+    the same build."""
+
     def __init__(self):
-        self.process = None
+        super().__init__("book")
         self.seconds = {}
 
-    def start(self):
-        if self.process is not None:
-            return
+    def prepare(self):
         BUILD.mkdir(exist_ok=True)
+        for log in (LOG, SOLUTIONS_LOG):
+            _status_file(log).unlink(missing_ok=True)
+
+    def command(self):
         steps = []
         for edition, log in (("student", LOG),
                              ("solutions", SOLUTIONS_LOG)):
-            _status_file(log).unlink(missing_ok=True)
             command = shlex.join([sys.executable, "-m", "course_tools.book",
                                   edition, "--root", str(ROOT)])
             steps.append(f"{command} > {shlex.quote(str(log))} 2>&1; "
                          f"echo $? > {shlex.quote(str(_status_file(log)))}")
-        self._start = time.perf_counter()
-        self.process = subprocess.Popen(["sh", "-c", "; ".join(steps)],
-                                        cwd=ROOT)
+        return ["sh", "-c", "; ".join(steps)]
 
     def _wait(self, log):
-        self.start()
         status = _status_file(log)
-        while not (status.exists() and status.read_text().strip()):
-            if self.process.poll() is not None and not status.exists():
-                return 1, "the build was stopped\n"
-            time.sleep(0.5)
-        self.seconds.setdefault(log.name, time.perf_counter() - self._start)
+        if not self.wait_for(
+                lambda: status.exists() and status.read_text().strip()):
+            return 1, "the build was stopped\n"
+        self.seconds.setdefault(
+            log.name, status.stat().st_mtime - self.started_at())
         return int(status.read_text()), log.read_text()
+
+    def built_seconds(self):
+        """Seconds from the start of this session's build to the student
+        edition, if it is built (any process of the session may ask)."""
+        status = _status_file(LOG)
+        if LOG.name in self.seconds:
+            return self.seconds[LOG.name]
+        if not (status.exists() and (self.folder / "started").exists()):
+            return None
+        return status.stat().st_mtime - self.started_at()
 
     def wait(self):
         """The student edition's ``(exit status, log)`` once it is built."""
@@ -63,11 +76,6 @@ class BookBuild:
     def wait_solutions(self):
         """The instructors' edition's ``(exit status, log)``."""
         return self._wait(SOLUTIONS_LOG)
-
-    def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait()
 
 
 def execution_seconds():

@@ -261,6 +261,7 @@ def _busy_group(tmp_path, name):
     return folders, child
 
 
+@pytest.mark.alone
 def test_a_kernels_processes_share_one_cpu(tmp_path):
     """Four busy processes, each in a session of its own, in one
     kernel's control group: one CPU between them, however many there
@@ -282,6 +283,7 @@ def test_a_kernels_processes_share_one_cpu(tmp_path):
     assert not any(os.path.exists(f) for f in folders)
 
 
+@pytest.mark.alone
 def test_a_kernel_past_its_cpu_budget_is_stopped(tmp_path):
     from course_tools.classroom import box, cgroup
 

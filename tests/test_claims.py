@@ -42,6 +42,7 @@ def _run(notebook, folder, monkeypatch):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_a_broken_result_fails_its_chapter(tmp_path, monkeypatch):
     _broken_copy(tmp_path)
     notebook = nbformat.read(CHAPTER, as_version=4)

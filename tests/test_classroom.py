@@ -452,6 +452,7 @@ def test_feedback_marks_an_unanswered_written_question_as_missed():
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_a_submission_past_its_time_limit_is_stopped(tmp_path):
     course = _make_course(tmp_path / "course")
     for folder in (course / "submitted").iterdir():
@@ -556,6 +557,7 @@ DOWNLOADS = {
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_one_submission_never_costs_a_classmate(tmp_path):
     """A CPU hog, graded beside honest students, costs them nothing;
     names that are not UTF-8, a link to ``/proc/self/mem``, ids that

@@ -139,6 +139,7 @@ def _wait_for(predicate, what, timeout=120):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_a_real_cluster_loses_a_worker_and_grades_everyone_once(
         tmp_path):
     isolate = _isolate()

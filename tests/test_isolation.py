@@ -348,6 +348,7 @@ def attacked(tmp_path_factory):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_every_attacker_gets_what_its_answer_deserves(attacked):
     course, outcomes = attacked["course"], attacked["outcomes"]
     assert sorted(outcomes) == sorted(EXPECTED)
@@ -364,6 +365,7 @@ def test_every_attacker_gets_what_its_answer_deserves(attacked):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_nothing_outside_the_kernels_box_changed(attacked):
     course = attacked["course"]
     assert _digest(course, skip=GRADER_WRITES) == attacked["before"]
@@ -377,6 +379,7 @@ def test_nothing_outside_the_kernels_box_changed(attacked):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_no_process_of_any_kernel_is_left(attacked):
     assert attacked["left"] == []
     mounts = Path("/proc/self/mountinfo").read_text()
@@ -390,6 +393,7 @@ def test_no_process_of_any_kernel_is_left(attacked):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_kernels_see_nothing_and_reach_no_network(attacked):
     graded = attacked["course"] / "autograded" / "a_processes_files" / \
         ASSIGNMENT
@@ -402,6 +406,7 @@ def test_kernels_see_nothing_and_reach_no_network(attacked):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_links_and_deep_folders_stay_in_the_box(attacked):
     graded = attacked["course"] / "autograded" / "b_resources" / ASSIGNMENT
     found = list(graded.rglob("*"))
