@@ -220,28 +220,61 @@ def test_a_written_answer_is_sanitised_by_allow_list(source, counted):
         assert "$N_q &lt; N_k$" in shown  # mathematics kept for MathJax
 
 
-def test_a_timeout_on_the_graders_side_is_never_a_zero(monkeypatch):
-    """nbgrader gave up waiting on the kernel: the machine's failure
-    (nothing recorded, graded on the next run) unless the kernel's slowness
-    was its own (its CPU budget spent, held at its quota, or a crowd of
-    its own busy processes); a kernel that died is the submission's."""
-    from types import SimpleNamespace
+def test_a_timeout_is_the_submissions_unless_starvation_was_measured(
+        monkeypatch):
+    """A cell past its limit is the submission's unless the grader
+    measured that the kernel (or the grader) waited for a CPU; a kernel
+    that did not start is the machine's (no student code ran); the
+    reason names the measurement both ways."""
+    from course_tools.classroom import stall
 
-    iopub = {"error": "CellTimeoutError: A cell timed out while it was "
-             "being executed, after 20 seconds.\nTimeout waiting for "
-             "IOPub output"}
     start = {"error": "RuntimeError: Kernel didn't respond in 120 seconds"}
     died = {"error": "DeadKernelError: Kernel died"}
-    assert worker._why_failed(iopub)[1] and worker._why_failed(start)[1]
-    assert not worker._why_failed(died)[1]
-    calm = dict(spent=False, throttled=0.0, used=0.4, crowd=2)
-    for changes, blamed in [({}, False), ({"spent": True}, True),
-                            ({"throttled": 5.0}, True),
-                            ({"crowd": 400, "used": 8.0}, True),
-                            ({"crowd": 400, "used": 0.5}, False)]:
-        monkeypatch.setitem(worker._SANDBOX, "box",
-                            SimpleNamespace(**{**calm, **changes}))
-        assert worker._kernel_to_blame() is blamed, changes
+    assert worker._why_failed(start)[1] and not worker._why_failed(died)[1]
+
+    def reading(kernel, grader=(0.0, 0.0), throttled=0.0):
+        return stall.Reading({7: kernel}, {1: grader}, throttled)
+
+    idle = reading((1.0, 0.5))
+    cases = {  # (after the cell's 60 s, starved)
+        "sleeping": (reading((1.1, 0.6)), False),
+        "spinning": (reading((60.0, 0.9)), False),
+        "starved": (reading((8.0, 50.0)), True),
+        "at its own quota": (reading((30.0, 31.0), throttled=30.0), False),
+        "grader starved": (reading((1.1, 0.6), (2.0, 40.0)), True),
+    }
+    for name, (after, starved) in cases.items():
+        verdict = stall.judge(idle, after, 60.0)
+        assert verdict.starved is starved, (name, verdict)
+        assert "schedstat" in verdict.reason
+        assert ("starved by other work" in verdict.reason) is starved
+        assert ("not starved" in verdict.reason) is not starved
+    monkeypatch.setitem(worker._SANDBOX, "timeouts", [
+        (3, stall.judge(idle, cases["sleeping"][0], 60.0), True)])
+    starved, said = worker._timeout_reasons(60)
+    assert not starved and "cell 3 ran past the 60 s limit" in said[0]
+    assert "did not stop when interrupted" in said[0]
+    assert "not starved" in said[0]
+
+
+def test_a_thread_that_sleeps_waits_for_nothing():
+    """Measured on this machine: a sleeping child's schedstat shows
+    neither CPU nor waiting (whatever the load), a spinning one CPU."""
+    import time
+
+    from course_tools.classroom import stall
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\ntime.sleep(3)"])
+    try:
+        time.sleep(0.5)
+        before = stall.Reading.take([child.pid])
+        time.sleep(1.5)
+        verdict = stall.judge(before, stall.Reading.take([child.pid]), 1.5)
+    finally:
+        child.wait()
+    assert verdict.measured and verdict.ran_s < 0.05, verdict
+    assert verdict.waited_s < 0.05, verdict
 
 
 def _busy_group(tmp_path, name):

@@ -264,6 +264,7 @@ def _grade(starting, course, options, state, tasks, templates, settings):
             result = text.safe_data(result)
             result["reasons"] = (task.get("collected", [])
                                  + result.get("reasons", []) + notes)
+            result = _bounded(state, task, result)
             if result["status"] == "ungraded":
                 outcomes.append(Outcome(
                     task["assignment"], task["student"], "ungraded", 0.0,
@@ -298,6 +299,33 @@ def _grade(starting, course, options, state, tasks, templates, settings):
         bar.close()
         record.export_csv(gradebook, course.root / "grades.csv")
     return outcomes
+
+
+RETRIES = 2  # runs that may leave the same bytes ungraded, unstarved
+
+
+def _bounded(state, task, result):
+    """``result``, or, when the same bytes of this submission were left
+    ungraded ``RETRIES`` times on a machine not measured busy (the
+    worker sets ``starved`` only when it measured the machine at
+    fault), ``result`` as ``failed``: graded as it is, with the reason.
+    Counted in the grading state per submission and hash."""
+    key = f"{task['assignment']}/{task['student']}"
+    retries = state.setdefault("retries", {})
+    if result["status"] != "ungraded" or result.get("starved"):
+        retries.pop(key, None)
+        return result
+    before = retries.get(key, {})
+    times = before.get("times", 0) + 1 if before.get("hash") == \
+        task["hash"] else 1
+    retries[key] = {"hash": task["hash"], "times": times}
+    if times < RETRIES:
+        return result
+    retries.pop(key, None)
+    return dict(result, status="failed", reasons=result["reasons"] + [
+        f"left ungraded {times} times for these same bytes, and the "
+        "machine was not measured busy: graded as it is (what did not "
+        "run earned nothing)"])
 
 
 @contextlib.contextmanager

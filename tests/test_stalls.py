@@ -1,0 +1,168 @@
+"""A cell past its limit is the submission's unless the grader measured
+the machine at fault (``course_tools/classroom/stall.py``): a stalled
+kernel and an output flood are graded (0 for the unanswered work, with
+a reason that names the stall), a notebook whose last cell stalls keeps
+the points of the cells before it, and an honest notebook starved by a
+CPU hog beside it is left ungraded and graded on the next run."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_tools.classroom import box
+from course_tools.classroom.grade import Options, grade_class, summary
+from tests.test_classroom import ASSIGNMENT, NAME, RIGHT
+from tests.test_confinement import _course
+from tests.test_isolation import _write
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
+    os.geteuid() != 0, reason="kernels get users of their own as root")]
+TIMEOUT = 20  # long enough for the flood's outputs under load
+STALL = """import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # the interrupt ignored
+time.sleep(10**6)
+"""
+# 30,000 outputs under one display_id (three times the grader's cap of
+# messages per cell), then slow updates of them all; the 150,000 of the
+# red team's attack take the kernel itself over 20 s of a loaded
+# machine, where it is rightly measured starved
+FLOOD = """import signal, time
+from IPython.display import display, update_display
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+for _ in range(30_000):
+    display("x", display_id="flood")
+while True:
+    update_display(str(time.time()), display_id="flood")
+    time.sleep(0.05)
+"""
+# honest work the kernel cannot finish in its limit when starved
+WORK = RIGHT + """
+_total = 0
+for _i in range(4 * 10**6):
+    _total += _i
+"""
+MARK = "starve-me.txt"  # the test starves the kernel that holds it
+
+
+def _grade(course):
+    return {o.student: o for o in grade_class(Options(
+        root=course, jobs=1, timeout=TIMEOUT, progress=False))}
+
+
+def _append(course, student, source):
+    path = (course / "submitted" / student / ASSIGNMENT
+            / f"{NAME}.ipynb")
+    notebook = nbformat.read(path, 4)
+    notebook.cells.append(nbformat.v4.new_code_cell(source))
+    nbformat.write(notebook, path)
+
+
+def test_a_stall_or_a_flood_is_graded_and_a_late_stall_keeps_points(
+        tmp_path):
+    course = _course(tmp_path)
+    _write(course, "stall", STALL)
+    _write(course, "flood", FLOOD)
+    _write(course, "late_stall", RIGHT)
+    _append(course, "late_stall", STALL)
+    outcomes = _grade(course)
+    said = summary(outcomes.values())
+    for student in ("stall", "flood"):
+        outcome = outcomes[student]
+        assert (outcome.status, outcome.score) in [("graded", 0.0),
+                                                   ("failed", 0.0)], said
+        reasons = "; ".join(outcome.reasons)
+        assert f"ran past the {TIMEOUT} s limit" in reasons, said
+        assert "not starved" in reasons and "schedstat" in reasons, said
+    assert "did not stop when interrupted" in "; ".join(
+        outcomes["stall"].reasons)
+    assert "messages" in "; ".join(outcomes["flood"].reasons), said
+    late = outcomes["late_stall"]
+    assert (late.status, late.score) == ("graded", 3.0), said
+    assert "did not stop when interrupted" in "; ".join(late.reasons)
+
+
+def _starve(marker, stop):
+    """While a process of a kernel's uid holds ``marker`` in its working
+    folder, two CPU hogs at nice -20, one on each of the first CPUs."""
+    hogs = []
+    script = "while True:\n    pass\n"
+    while not stop.is_set():
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                uid = os.stat(f"/proc/{name}").st_uid
+                found = uid >= box.UID_BASE and os.path.exists(
+                    f"/proc/{name}/cwd/{marker}")
+            except OSError:
+                continue
+            if found:
+                break
+        if found and not hogs:
+            cpus = sorted(os.sched_getaffinity(0))[:2]
+            hogs = [subprocess.Popen(
+                [sys.executable, "-c", script],
+                preexec_fn=lambda c=c: (os.nice(-20),
+                                        os.sched_setaffinity(0, {c})))
+                for c in cpus]
+        elif not found and hogs:
+            break
+        time.sleep(0.05)
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+    return bool(hogs)
+
+
+def test_an_honest_notebook_starved_beside_a_hog_is_graded_next_run(
+        tmp_path):
+    course = _course(tmp_path)
+    _write(course, "honest", WORK, {MARK: "starve the kernel"})
+    stop = threading.Event()
+    result = {}
+    watcher = threading.Thread(
+        target=lambda: result.update(hogged=_starve(MARK, stop)))
+    watcher.start()
+    try:
+        first = _grade(course)["honest"]
+    finally:
+        stop.set()
+        watcher.join()
+    assert result["hogged"], "the kernel was never seen"
+    said = "; ".join(first.reasons)
+    assert first.status == "ungraded", said
+    assert "starved by other work on the machine" in said, said
+    second = _grade(course)["honest"]
+    assert (second.status, second.score) == ("graded", 3.0), \
+        second.reasons
+
+
+def test_the_same_bytes_are_ungraded_twice_at_most(tmp_path, monkeypatch):
+    """A submission left ungraded with no measurement of a busy machine
+    (here: every kernel start fails) is graded as it is the second
+    time the same bytes come."""
+    from course_tools.classroom import grade
+
+    course = _course(tmp_path)
+    _write(course, "again", RIGHT)
+    state = {"submissions": {}}
+    task = {"assignment": ASSIGNMENT, "student": "again", "hash": "h"}
+    ungraded = {"status": "ungraded", "reasons": ["not graded: x"]}
+    assert grade._bounded(state, task, ungraded)["status"] == "ungraded"
+    again = grade._bounded(state, task, ungraded)
+    assert again["status"] == "failed"
+    assert "graded as it is" in again["reasons"][-1]
+    other = dict(task, hash="changed")
+    assert grade._bounded(state, other, ungraded)["status"] == "ungraded"
+    starved = dict(ungraded, starved=True)
+    for _ in range(3):
+        assert grade._bounded(state, other, starved)["status"] == \
+            "ungraded"
+    assert Path(course).is_dir()
