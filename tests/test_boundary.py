@@ -402,3 +402,35 @@ def test_only_markup_counts_as_active_content(source, counted):
     cleaned = notebook.cells[0].source
     assert "<bos" not in cleaned and "<script" not in cleaned
     assert "<svg" not in cleaned.lower()
+
+
+def test_a_malformed_notebook_is_the_students_failed_in_words(tmp_path):
+    """The round-three notebooks (JSON 100,000 deep, 100,000 cells, an
+    nbformat field of the wrong type, a cell's source a number) are
+    refused in words, quickly, never an error of the grader's."""
+    import json
+    import time
+
+    from course_tools.classroom import repair
+
+    cell = {"cell_type": "code", "source": "", "metadata": {},
+            "outputs": [], "execution_count": None}
+    base = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+            "cells": [cell]}
+    notebooks = {
+        "deep": '{"nbformat": 4, "cells": [], "metadata": {"a": '
+                + "[" * 100_000 + "]" * 100_000 + "}}",
+        "many": json.dumps(dict(base, cells=[cell] * 100_000)),
+        "typed": json.dumps(dict(base, nbformat="4")),
+        "source": json.dumps(dict(base, cells=[dict(cell, source=5)])),
+    }
+    said = {"deep": "nested", "many": "100000 cells",
+            "typed": "nbformat fields", "source": "cell 0"}
+    for name, text in notebooks.items():
+        path = tmp_path / f"{name}.ipynb"
+        path.write_text(text)
+        start = time.process_time()
+        with pytest.raises(repair.Unreadable) as refused:
+            repair.read_submission(path)
+        assert said[name] in str(refused.value), refused.value
+        assert time.process_time() - start < 5, name

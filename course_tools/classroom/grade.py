@@ -186,7 +186,7 @@ def _triage(course, options, state, sources, found, notes=None):
     with Gradebook(course.db_url) as gradebook:
         for assignment, student, folder in found:
             try:
-                digest = C.hash_folder(folder, *(notes or {}).get(
+                digest = submission_digest(folder, (notes or {}).get(
                     (assignment, student), []))
                 before = state["submissions"].get(
                     f"{assignment}/{student}", {})
@@ -208,6 +208,16 @@ def _triage(course, options, state, sources, found, notes=None):
             else:
                 todo.append((assignment, student, folder, digest))
     return outcomes, todo
+
+
+def submission_digest(folder, collected=()):
+    """The hash of what a worker grades of ``folder`` (the files it is
+    sent, :func:`parcel.pack_submission`) and of the collecting notes:
+    the same bytes give the same hash, as ``cluster.run`` takes it of
+    the bytes it sends."""
+    return parcel.digest(parcel.pack_submission(
+        folder, max_notebook=cluster._max_notebook(),
+        max_file=cluster._max_file()), *collected)
 
 
 def _templates(course, names, scratch, state, sources):

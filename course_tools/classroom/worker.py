@@ -418,16 +418,23 @@ def prepare(task, course_root):
             reasons.append(why)
         if path is None:
             continue
-        try:
-            notebook, notes = read_submission(path)
-        except Unreadable as error:
-            reasons.append(f"{path.name}: {error}")
-            continue
         released = _released(Path(task["template"]) / task["release_dir"]
                              / task["assignment"] / f"{name}.ipynb")
+        try:
+            notebook, notes = read_submission(path)
+            notebook, more = repair(notebook, released)
+        except Unreadable as error:
+            reasons.append(f"{path.name}: {error}; it earns nothing")
+            continue
+        except (RecursionError, TypeError, ValueError, KeyError,
+                AttributeError) as error:  # the student's bytes
+            reasons.append(f"{path.name}: its notebook could not be "
+                           f"rebuilt on the released one (a "
+                           f"{type(error).__name__} in its structure); it "
+                           "earns nothing")
+            continue
         exercises += [e for e in strip.exercises_of([released])
                       if e not in exercises]
-        notebook, more = repair(notebook, released)
         reasons += notes + more
         nbformat.write(notebook, target / f"{name}.ipynb")
         written = True
