@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import platform
+import resource
 import secrets
 import shutil
 import socket
@@ -342,3 +343,40 @@ def test_the_zygote_reads_no_request(tmp_path):
     finally:
         helper.stdin.close()
         helper.wait(timeout=30)
+
+
+MEMORY = """
+import resource
+print(resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)
+blocks = []
+for _ in range({blocks}):
+    blocks.append(bytearray(64 * 2**20))  # touched: zero-filled
+    print(len(blocks) * 64, flush=True)
+"""
+
+
+@root_only
+def test_memory_is_the_control_groups_not_the_address_space(tmp_path):
+    """With control groups, ``--memory-mb`` is what the kernel's
+    processes use in all: no address-space limit, 192 MB of 256 used,
+    and killed past 256 MB (the memory group's kill counted)."""
+    from course_tools.classroom import cgroup
+
+    kind, folders = cgroup.plan(f"course-kernel-m{os.getpid()}")
+    if kind == "none":
+        pytest.skip("no control group can be made here")
+    assert cgroup.create(folders, memory_mb=256, pids=64, cpus=0) == []
+    options = [f"--cgroup={f}" for f in folders] + ["--memory-mb=256"]
+    try:
+        fits = _launch(tmp_path, ["python", "-c", MEMORY.format(blocks=3)],
+                       *options)
+        lines = fits.stdout.split()
+        assert lines[0] == str(resource.RLIM_INFINITY), fits
+        assert lines[-1] == "192", fits
+        over = _launch(tmp_path, ["python", "-c", MEMORY.format(blocks=8)],
+                       *options)
+        assert over.returncode != 0 and "512" not in over.stdout.split(), \
+            over
+        assert cgroup.events(folders)["oom_kill"] >= 1
+    finally:
+        cgroup.remove(folders)

@@ -35,7 +35,9 @@ def parse(argv):
     parser.add_argument("--timeout", type=int, default=60,
                         help="seconds per cell (default: 60)")
     parser.add_argument("--memory-mb", type=int, default=3072,
-                        help="address space of a kernel (default: 3072)")
+                        help="memory of a submission's processes, in "
+                        "all (its control group; the address space of "
+                        "each where there is none) (default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
                         help="seconds for one submission; past them it "
                         "is left ungraded, the machine's failure, and the "

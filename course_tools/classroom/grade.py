@@ -50,7 +50,7 @@ class Options:
     force: bool = False
     db_url: str | None = None
     timeout: int = 60  # seconds per cell
-    memory_mb: int = 3072  # address space of a student's kernel
+    memory_mb: int = 3072  # memory of a submission's processes
     submission_timeout: int = 900  # seconds for one whole submission
     isolate: bool = True
     disk_mb: int = 512  # what one submission may write, in all
