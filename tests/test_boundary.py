@@ -18,6 +18,7 @@ from course_lib.grading.engine import run
 from course_tools import hidden, verdicts
 from course_tools.classroom import cluster, grade, text, worker
 from tests.catalogue import CORRECT
+from tests.nbgrading import ROOT
 from tests.test_grading import load
 
 EXERCISES = exercises()
@@ -434,3 +435,50 @@ def test_a_malformed_notebook_is_the_students_failed_in_words(tmp_path):
             repair.read_submission(path)
         assert said[name] in str(refused.value), refused.value
         assert time.process_time() - start < 5, name
+
+
+MATH_ATTACKS = [
+    r"$\style{position:fixed;top:0;left:0}{\text{Full marks}}$",
+    r"$\style{background-image:url(https://x.example/a.png)}{x}$",
+    r"$\class{jp-Cell}{x}$ and $\cssId{header}{x}$",
+    r"$$\unicode[some-font; https://x.example/f.woff]{x41}$$",
+    r"\(\href{https://x.example}{click}\) \[\require{action}\]",
+    r"$\def\s{\style}\s{color:red}{x}$",
+    r"$&#92;style{color:red}{x}$ $\&#115;tyle{color:red}{x}$",
+]
+
+
+@pytest.mark.parametrize("source", MATH_ATTACKS)
+def test_a_written_answers_mathematics_cannot_restyle_the_page(source):
+    """No TeX command outside the allow-list reaches MathJax whole, in
+    the HTML a browser reads (character references written out)."""
+    import html as html_module
+    import re
+
+    shown, removed = text.render_markdown(source)
+    assert removed or "&" in source  # a reference stays text
+    read = html_module.unescape(shown)
+    for name in re.findall(r"\\([A-Za-z]+)", read):
+        assert name in text.TEX, (name, read)
+    for word in ("style", "class", "cssId", "unicode", "href", "require",
+                 "def"):
+        assert f"\\{word}" not in read, read
+
+
+def test_the_courses_own_mathematics_is_allowed():
+    """Every TeX command the course's notebooks and notation page use
+    (in mathematics) is on the allow-list: an honest answer that copies
+    the book's notation renders as it does."""
+    import re
+
+    math = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+    used = set()
+    for path in [ROOT / "notation.md", *ROOT.glob("solutions/*/*.ipynb")]:
+        source = path.read_text()
+        if path.suffix == ".ipynb":
+            source = "\n".join(
+                c.source for c in nbformat.reads(source, 4).cells
+                if c.cell_type == "markdown")
+        for segment in math.findall(source):
+            used.update(re.findall(r"\\([A-Za-z]+)", segment))
+    assert used and used <= text.TEX, sorted(used - text.TEX)

@@ -42,13 +42,13 @@ while True:
     time.sleep(0.05)
 """
 # honest work the kernel cannot finish in its limit when starved
-# (a few CPU seconds on a quiet machine; the pause lets the test's hogs
+# (a second of CPU on a quiet machine; the pause lets the test's hogs
 # start)
 WORK = RIGHT + """
 import time as _time
 _time.sleep(2)
 _total = 0
-for _i in range(3 * 10**7):
+for _i in range(10**7):
     _total += _i
 """
 MARK = "starve-me.txt"  # the test starves the kernel that holds it
