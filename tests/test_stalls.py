@@ -105,11 +105,14 @@ def _found(marker):
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            if os.stat(f"/proc/{name}").st_uid >= box.UID_BASE and \
+        try:  # (a kernel is not dumpable: its /proc folder is root's)
+            with open(f"/proc/{name}/status") as handle:
+                uid = next(int(line.split()[1]) for line in handle
+                           if line.startswith("Uid:"))
+            if uid >= box.UID_BASE and \
                     os.path.exists(f"/proc/{name}/cwd/{marker}"):
                 return True
-        except OSError:
+        except (OSError, StopIteration):
             continue
     return False
 
