@@ -427,9 +427,9 @@ def test_a_malformed_notebook_is_the_students_failed_in_words(tmp_path):
     }
     said = {"deep": "nested", "many": "100000 cells",
             "typed": "nbformat fields", "source": "cell 0"}
-    for name, text in notebooks.items():
+    for name, source in notebooks.items():
         path = tmp_path / f"{name}.ipynb"
-        path.write_text(text)
+        path.write_text(source)
         start = time.process_time()
         with pytest.raises(repair.Unreadable) as refused:
             repair.read_submission(path)
