@@ -163,6 +163,8 @@ def test_an_honest_notebook_starved_beside_a_hog_is_graded_next_run(
     second = _grade(course)["honest"]
     assert (second.status, second.score) == ("graded", 3.0), \
         second.reasons
+    # the hash recorded is of the bytes graded: the same folder is kept
+    assert _grade(course)["honest"].status == "unchanged"
 
 
 def test_the_same_bytes_are_ungraded_twice_at_most(tmp_path, monkeypatch):
@@ -187,3 +189,27 @@ def test_the_same_bytes_are_ungraded_twice_at_most(tmp_path, monkeypatch):
         assert grade._bounded(state, other, starved)["status"] == \
             "ungraded"
     assert Path(course).is_dir()
+
+
+def test_the_hash_recorded_is_of_the_bytes_sent(tmp_path):
+    """What triage hashes and what ``cluster.run`` sends and records are
+    one function of the same bytes; a folder swapped in between is
+    recorded as the bytes that were sent."""
+    from course_tools.classroom import cluster, grade, parcel
+
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / f"{NAME}.ipynb").write_text("{}")
+    (folder / "data.txt").write_text("A")
+    notes = ["collected from a.zip"]
+    first = grade.submission_digest(folder, notes)
+    sent = parcel.pack_submission(folder, max_notebook=cluster._max_notebook(),
+                                  max_file=cluster._max_file())
+    assert parcel.digest(sent, *notes) == first
+    (folder / "data.txt").write_text("B")  # swapped after triage
+    swapped = parcel.pack_submission(
+        folder, max_notebook=cluster._max_notebook(),
+        max_file=cluster._max_file())
+    assert parcel.digest(swapped, *notes) != first
+    assert parcel.digest(swapped, *notes) == grade.submission_digest(
+        folder, notes)
