@@ -19,6 +19,8 @@ compares two looks over one cell and returns a :class:`Verdict` whose
 import os
 from dataclasses import dataclass
 
+from course_tools.classroom.cgroup import _read  # "" when unreadable
+
 # A cell was starved when its most-waiting thread (of the kernel or of
 # this grading process) waited for a CPU at least STARVED_S seconds and
 # at least STARVED_SHARE of the cell's time: the machine gave it less
@@ -26,14 +28,6 @@ from dataclasses import dataclass
 STARVED_S = 2.0
 STARVED_SHARE = 0.5
 TICK = 1e9  # schedstat counts nanoseconds
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
 
 
 def _descendants(pids):
