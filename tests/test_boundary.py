@@ -243,6 +243,9 @@ def test_a_timeout_is_the_submissions_unless_starvation_was_measured(
         "starved": (reading((8.0, 50.0)), True),
         "at its own quota": (reading((30.0, 31.0), throttled=30.0), False),
         "grader starved": (reading((1.1, 0.6), (2.0, 40.0)), True),
+        # its own crowd of processes at its one CPU: waits, but ran
+        "its own crowd": (stall.Reading({7: (31.0, 50.5), 8: (30.0, 30.0)},
+                                        {1: (0.0, 0.0)}), False),
     }
     for name, (after, starved) in cases.items():
         verdict = stall.judge(idle, after, 60.0)

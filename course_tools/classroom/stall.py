@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from course_tools.classroom.cgroup import _read  # "" when unreadable
 
-# A cell was starved when its most-waiting thread (of the kernel or of
-# this grading process) waited for a CPU at least STARVED_S seconds and
-# at least STARVED_SHARE of the cell's time: the machine gave it less
-# than half a CPU.
+# A cell was starved when the kernel's processes ran less than
+# STARVED_SHARE of the cell's time (half of the one CPU they may use)
+# and its most-waiting thread (of the kernel or of this grading process)
+# waited for a CPU at least STARVED_S seconds and STARVED_SHARE of it.
 STARVED_S = 2.0
 STARVED_SHARE = 0.5
 TICK = 1e9  # schedstat counts nanoseconds
@@ -125,5 +125,8 @@ def judge(before, after, seconds):
     _, grader = _delta(before.grader, after.grader)
     limit = max(STARVED_S, STARVED_SHARE * seconds)
     measured = bool(after.kernel)
-    starved = max(waited if measured else 0.0, grader) >= limit
+    # a kernel that used half a CPU (its quota is one) was not starved,
+    # whatever its own crowd of processes waited for each other
+    starved = (not measured or ran < STARVED_SHARE * seconds) and \
+        max(waited if measured else 0.0, grader) >= limit
     return Verdict(starved, ran, waited, grader, seconds, measured)
