@@ -42,7 +42,7 @@ from course_lib.grading import (
     rules,
     wire,
 )
-from course_lib.grading.engine import explained, judge, payload
+from course_lib.grading.engine import explained, judge, kind_of, payload
 from course_lib.grading.families import breakdown, tally
 from course_tools import hidden as hidden_cases
 from course_tools.classroom.feedback import AVAILABLE, missing_package
@@ -322,6 +322,44 @@ def without_data(outcome):
                 "visible cases, which test the same kinds of input)")
 
 
+# What the grader says of a failed hidden case: its kind (the grader's
+# words, without values), that it failed, and one of these categories;
+# never a line number, an exception's name or text, a value, a size or a
+# difference, which the submission could make carry the hidden inputs.
+CATEGORIES = ("raised", "wrong shape", "wrong dtype", "not finite",
+              "wrong value")
+
+
+def category(outcome, message, label=""):
+    """The fixed category of a failed hidden case, from the kernel's
+    ``outcome`` (an exception, or nothing came back: ``raised``) and
+    the grader's own ``message`` about it (``label``, the case's name
+    in it, and the likely mistake named after it, left out)."""
+    if type(outcome) is not dict or outcome.get("error") is not None \
+            or outcome.get("not_implemented") \
+            or type(outcome.get("results")) is not list:
+        return "raised"
+    text = str(message).replace(label, "") if label else str(message)
+    text = text.split("\nLikely mistake")[0]
+    if "shape" in text or "axes" in text or "size differs" in text:
+        return "wrong shape"
+    if "dtype" in text or "expected an int" in text \
+            or "expected a dict" in text or "keys" in text:
+        return "wrong dtype"
+    if "NaN or inf" in text:
+        return "not finite"
+    return "wrong value"
+
+
+def hidden_failure(name, case, outcome, message):
+    """The whole of what a failed hidden case tells the student."""
+    label = f"{name} on {kind_of(case)}"
+    return (f"{name} on a hidden case ({kind_of(case)}): failed, "
+            f"{category(outcome, message, label)}. The grader shows nothing "
+            "else of a hidden case (no value, line or exception); run "
+            "the visible cases, which test the same kinds of input.")
+
+
 def judge_cases(name, hidden, table, bundles, rule_verdicts):
     """``(spec, [(case, message or None)], largest difference)`` for one
     ``check(...)``; raise GradingError when the check earns nothing
@@ -342,8 +380,9 @@ def judge_cases(name, hidden, table, bundles, rule_verdicts):
             "result: the test cell did not run the check to its end (an "
             "error before it, or the notebook replaced or repeated "
             "`check`). No points.")
-    judged, worst = [], 0.0
+    judged, worst, outcomes = [], 0.0, []
     for case, outcome in zip(cases, mine[0]["outcomes"], strict=True):
+        outcomes.append(outcome)
         if hidden:
             outcome = without_data(outcome)
         try:
@@ -351,12 +390,20 @@ def judge_cases(name, hidden, table, bundles, rule_verdicts):
             judged.append((case, None))
         except GradingError as error:
             judged.append((case, error))
-    return spec, explained(spec, judged), worst
+    found = explained(spec, judged)
+    if hidden:  # an allow-list of what is said, nothing of the kernel's
+        found = [(case, None if message is None else
+                  hidden_failure(name, case, outcome, message))
+                 for (case, message), outcome in zip(found, outcomes,
+                                                     strict=True)]
+        worst = None
+    return spec, found, worst
 
 
 def pass_line(name, hidden, count, worst):
-    kind = "hidden cases" if hidden else "cases"
-    return (f"{PASSED} {name}: {count} {kind} passed (largest "
+    if hidden or worst is None:  # no magnitude of a hidden case
+        return f"{PASSED} {name}: {count} hidden cases passed"
+    return (f"{PASSED} {name}: {count} cases passed (largest "
             f"difference from the reference {worst:.1e})")
 
 

@@ -18,6 +18,7 @@ from course_lib.grading.engine import run
 from course_tools import hidden, verdicts
 from course_tools.classroom import cluster, grade, text, worker
 from tests.catalogue import CORRECT
+from tests.nbgrading import ROOT
 from tests.test_grading import load
 
 EXERCISES = exercises()
@@ -220,28 +221,64 @@ def test_a_written_answer_is_sanitised_by_allow_list(source, counted):
         assert "$N_q &lt; N_k$" in shown  # mathematics kept for MathJax
 
 
-def test_a_timeout_on_the_graders_side_is_never_a_zero(monkeypatch):
-    """nbgrader gave up waiting on the kernel: the machine's failure
-    (nothing recorded, graded on the next run) unless the kernel's slowness
-    was its own (its CPU budget spent, held at its quota, or a crowd of
-    its own busy processes); a kernel that died is the submission's."""
-    from types import SimpleNamespace
+def test_a_timeout_is_the_submissions_unless_starvation_was_measured(
+        monkeypatch):
+    """A cell past its limit is the submission's unless the grader
+    measured that the kernel (or the grader) waited for a CPU; a kernel
+    that did not start is the machine's (no student code ran); the
+    reason names the measurement both ways."""
+    from course_tools.classroom import stall
 
-    iopub = {"error": "CellTimeoutError: A cell timed out while it was "
-             "being executed, after 20 seconds.\nTimeout waiting for "
-             "IOPub output"}
     start = {"error": "RuntimeError: Kernel didn't respond in 120 seconds"}
     died = {"error": "DeadKernelError: Kernel died"}
-    assert worker._why_failed(iopub)[1] and worker._why_failed(start)[1]
-    assert not worker._why_failed(died)[1]
-    calm = dict(spent=False, throttled=0.0, used=0.4, crowd=2)
-    for changes, blamed in [({}, False), ({"spent": True}, True),
-                            ({"throttled": 5.0}, True),
-                            ({"crowd": 400, "used": 8.0}, True),
-                            ({"crowd": 400, "used": 0.5}, False)]:
-        monkeypatch.setitem(worker._SANDBOX, "box",
-                            SimpleNamespace(**{**calm, **changes}))
-        assert worker._kernel_to_blame() is blamed, changes
+    assert worker._why_failed(start)[1] and not worker._why_failed(died)[1]
+
+    def reading(kernel, grader=(0.0, 0.0), throttled=0.0):
+        return stall.Reading({7: kernel}, {1: grader}, throttled)
+
+    idle = reading((1.0, 0.5))
+    cases = {  # (after the cell's 60 s, starved)
+        "sleeping": (reading((1.1, 0.6)), False),
+        "spinning": (reading((60.0, 0.9)), False),
+        "starved": (reading((8.0, 50.0)), True),
+        "at its own quota": (reading((30.0, 31.0), throttled=30.0), False),
+        "grader starved": (reading((1.1, 0.6), (2.0, 40.0)), True),
+        # its own crowd of processes at its one CPU: waits, but ran
+        "its own crowd": (stall.Reading({7: (31.0, 50.5), 8: (30.0, 30.0)},
+                                        {1: (0.0, 0.0)}), False),
+    }
+    for name, (after, starved) in cases.items():
+        verdict = stall.judge(idle, after, 60.0)
+        assert verdict.starved is starved, (name, verdict)
+        assert "schedstat" in verdict.reason
+        assert ("starved by other work" in verdict.reason) is starved
+        assert ("not starved" in verdict.reason) is not starved
+    monkeypatch.setitem(worker._SANDBOX, "timeouts", [
+        (3, stall.judge(idle, cases["sleeping"][0], 60.0), True)])
+    starved, said = worker._timeout_reasons(60)
+    assert not starved and "cell 3 ran past the 60 s limit" in said[0]
+    assert "did not stop when interrupted" in said[0]
+    assert "not starved" in said[0]
+
+
+def test_a_thread_that_sleeps_waits_for_nothing():
+    """Measured on this machine: a sleeping child's schedstat shows
+    neither CPU nor waiting (whatever the load), a spinning one CPU."""
+    import time
+
+    from course_tools.classroom import stall
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\ntime.sleep(3)"])
+    try:
+        time.sleep(0.5)
+        before = stall.Reading.take([child.pid])
+        time.sleep(1.5)
+        verdict = stall.judge(before, stall.Reading.take([child.pid]), 1.5)
+    finally:
+        child.wait()
+    assert verdict.measured and verdict.ran_s < 0.05, verdict
+    assert verdict.waited_s < 0.05, verdict
 
 
 def _busy_group(tmp_path, name):
@@ -371,3 +408,82 @@ def test_only_markup_counts_as_active_content(source, counted):
     cleaned = notebook.cells[0].source
     assert "<bos" not in cleaned and "<script" not in cleaned
     assert "<svg" not in cleaned.lower()
+
+
+def test_a_malformed_notebook_is_the_students_failed_in_words(tmp_path):
+    """The round-three notebooks (JSON 100,000 deep, 100,000 cells, an
+    nbformat field of the wrong type, a cell's source a number) are
+    refused in words, quickly, never an error of the grader's."""
+    import json
+    import time
+
+    from course_tools.classroom import repair
+
+    cell = {"cell_type": "code", "source": "", "metadata": {},
+            "outputs": [], "execution_count": None}
+    base = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+            "cells": [cell]}
+    notebooks = {
+        "deep": '{"nbformat": 4, "cells": [], "metadata": {"a": '
+                + "[" * 100_000 + "]" * 100_000 + "}}",
+        "many": json.dumps(dict(base, cells=[cell] * 100_000)),
+        "typed": json.dumps(dict(base, nbformat="4")),
+        "source": json.dumps(dict(base, cells=[dict(cell, source=5)])),
+    }
+    said = {"deep": "nested", "many": "100000 cells",
+            "typed": "nbformat fields", "source": "cell 0"}
+    for name, source in notebooks.items():
+        path = tmp_path / f"{name}.ipynb"
+        path.write_text(source)
+        start = time.process_time()
+        with pytest.raises(repair.Unreadable) as refused:
+            repair.read_submission(path)
+        assert said[name] in str(refused.value), refused.value
+        assert time.process_time() - start < 5, name
+
+
+MATH_ATTACKS = [
+    r"$\style{position:fixed;top:0;left:0}{\text{Full marks}}$",
+    r"$\style{background-image:url(https://x.example/a.png)}{x}$",
+    r"$\class{jp-Cell}{x}$ and $\cssId{header}{x}$",
+    r"$$\unicode[some-font; https://x.example/f.woff]{x41}$$",
+    r"\(\href{https://x.example}{click}\) \[\require{action}\]",
+    r"$\def\s{\style}\s{color:red}{x}$",
+    r"$&#92;style{color:red}{x}$ $\&#115;tyle{color:red}{x}$",
+]
+
+
+@pytest.mark.parametrize("source", MATH_ATTACKS)
+def test_a_written_answers_mathematics_cannot_restyle_the_page(source):
+    """No TeX command outside the allow-list reaches MathJax whole, in
+    the HTML a browser reads (character references written out)."""
+    import html as html_module
+    import re
+
+    shown, removed = text.render_markdown(source)
+    assert removed or "&" in source  # a reference stays text
+    read = html_module.unescape(shown)
+    for name in re.findall(r"\\([A-Za-z]+)", read):
+        assert name in text.TEX, (name, read)
+    for word in ("style", "class", "cssId", "unicode", "href", "require",
+                 "def"):
+        assert f"\\{word}" not in read, read
+
+
+def test_the_courses_own_mathematics_is_allowed():
+    """Every TeX command the course's notebooks and notation page use
+    (in mathematics) is on the allow-list: an honest answer that copies
+    the book's notation renders as it does."""
+    import re
+
+    math = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+    used = set()
+    for path in [ROOT / "notation.md", *ROOT.glob("solutions/*/*.ipynb")]:
+        source = path.read_text()
+        if path.suffix == ".ipynb":
+            source = "\n".join(
+                c.source for c in nbformat.reads(source, 4).cells
+                if c.cell_type == "markdown")
+        for segment in math.findall(source):
+            used.update(re.findall(r"\\([A-Za-z]+)", segment))
+    assert used and used <= text.TEX, sorted(used - text.TEX)

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import platform
+import resource
 import secrets
 import shutil
 import socket
@@ -32,11 +33,13 @@ CALLS = {
     "x86_64": {"unshare": 272, "clone": 56, "clone3": 435, "mount": 165,
                "bpf": 321, "keyctl": 250, "add_key": 248,
                "setns": 308, "perf_event_open": 298,
-               "io_uring_setup": 425},
+               "io_uring_setup": 425, "inotify_init1": 294,
+               "fanotify_init": 300},
     "aarch64": {"unshare": 97, "clone": 220, "clone3": 435, "mount": 40,
                 "bpf": 280, "keyctl": 219, "add_key": 217,
                 "setns": 268, "perf_event_open": 241,
-                "io_uring_setup": 425},
+                "io_uring_setup": 425, "inotify_init1": 26,
+                "fanotify_init": 262},
 }
 CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS = 0x10000000, 0x40000000, 0x20000
 SIGCHLD = 17
@@ -45,7 +48,8 @@ EXPECTED = {"unshare user": "EPERM", "unshare net": "EPERM",
             "clone3": "ENOSYS", "mount": "EPERM", "bpf": "EPERM",
             "keyctl": "EPERM", "add_key": "EPERM",
             "setns": "EPERM", "perf_event_open": "EPERM",
-            "io_uring_setup": "EPERM", "os.unshare": "EPERM"}
+            "io_uring_setup": "EPERM", "inotify_init1": "EPERM",
+            "fanotify_init": "EPERM", "os.unshare": "EPERM"}
 # A child of the kernel (a new Python, as a student's subprocess would
 # be) tries each call; the kernel writes down what each returned.
 CHILD = """
@@ -71,6 +75,8 @@ found = {
                   0),
     "perf_event_open": call(n["perf_event_open"], buffer, 0, -1, -1, 0),
     "io_uring_setup": call(n["io_uring_setup"], 8, buffer),
+    "inotify_init1": call(n["inotify_init1"], 0),
+    "fanotify_init": call(n["fanotify_init"], 0, 0),
 }
 try:
     os.unshare(os.CLONE_NEWUSER)
@@ -167,7 +173,9 @@ def test_the_profile_allows_no_namespace_mount_bpf_or_key_call():
             "unshare", "setns", "mount", "umount2", "pivot_root", "bpf",
             "keyctl", "add_key", "request_key", "clone", "clone3",
             "perf_event_open", "io_uring_setup", "userfaultfd", "chroot",
-            "open_tree", "move_mount", "fsopen", "init_module", "mbind"}
+            "open_tree", "move_mount", "fsopen", "init_module", "mbind",
+            "inotify_init", "inotify_init1", "inotify_add_watch",
+            "fanotify_init", "fanotify_mark"}
         clone = [args for names, action, args in rules if "clone" in names]
         flags = 0x7E020000  # every CLONE_NEW* flag
         assert clone == [((0, 7, flags, 0),)], clone
@@ -342,3 +350,40 @@ def test_the_zygote_reads_no_request(tmp_path):
     finally:
         helper.stdin.close()
         helper.wait(timeout=30)
+
+
+MEMORY = """
+import resource
+print(resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)
+blocks = []
+for _ in range({blocks}):
+    blocks.append(bytearray(64 * 2**20))  # touched: zero-filled
+    print(len(blocks) * 64, flush=True)
+"""
+
+
+@root_only
+def test_memory_is_the_control_groups_not_the_address_space(tmp_path):
+    """With control groups, ``--memory-mb`` is what the kernel's
+    processes use in all: no address-space limit, 192 MB of 256 used,
+    and killed past 256 MB (the memory group's kill counted)."""
+    from course_tools.classroom import cgroup
+
+    kind, folders = cgroup.plan(f"course-kernel-m{os.getpid()}")
+    if kind == "none":
+        pytest.skip("no control group can be made here")
+    assert cgroup.create(folders, memory_mb=256, pids=64, cpus=0) == []
+    options = [f"--cgroup={f}" for f in folders] + ["--memory-mb=256"]
+    try:
+        fits = _launch(tmp_path, ["python", "-c", MEMORY.format(blocks=3)],
+                       *options)
+        lines = fits.stdout.split()
+        assert lines[0] == str(resource.RLIM_INFINITY), fits
+        assert lines[-1] == "192", fits
+        over = _launch(tmp_path, ["python", "-c", MEMORY.format(blocks=8)],
+                       *options)
+        assert over.returncode != 0 and "512" not in over.stdout.split(), \
+            over
+        assert cgroup.events(folders)["oom_kill"] >= 1
+    finally:
+        cgroup.remove(folders)

@@ -11,14 +11,9 @@ from course_tools import hidden
 
 EXERCISES = exercises()
 SALTS = (1, 2, 3, 2**61 + 17)
-# cases whose every input is the edge they test: nothing is left to draw
-EDGES = {
-    ("attention_flops", "N = 1, D = 1"),
-    ("crossover_length", "attention alone, D = 1"),
-    ("attention_memory_bytes", "N = 1"),
-    ("decoding_mask", "1 query, 1 key"),
-    ("local_attention_mask", "n = 1, window = 0"),
-}
+# cases whose every input is the same under every salt: a reviewed list,
+# kept empty (an edge a student should know is a visible case)
+EDGES = set()
 
 
 def _inputs(name, salt):
@@ -39,11 +34,7 @@ def test_two_salts_give_other_hidden_inputs(name):
                    if (name, label) not in EDGES
                    and all(d[label] == drawn[-1][label] for d in drawn))
     assert not fixed, f"{name}: the same inputs for every salt: {fixed}"
-
-
-def test_the_edges_left_fixed_are_cases():
-    for name, label in EDGES:
-        assert label in _inputs(name, 1), (name, label)
+    assert not EDGES, "the reviewed list of constant hidden cases grew"
 
 
 def test_a_module_gets_other_parameters_per_salt():
@@ -128,3 +119,85 @@ def test_two_salts_give_other_hidden_sizes(name):
 
 def test_the_exercises_without_tensors_are_of_chapters_1_to_8():
     assert set(NO_TENSOR) <= set(_chapters_1_to_8())
+
+
+ERRORS = ("ValueError", "TypeError", "KeyError", "IndexError",
+          "ZeroDivisionError", "OverflowError", "RuntimeError",
+          "AssertionError")
+
+
+def _encoding(name, salt):
+    """What a submission that encodes each hidden input in the line it
+    raises at, the built-in exception it raises and the message it
+    writes hands back: one outcome per hidden case."""
+    import hashlib
+
+    outcomes = []
+    for case in hidden.cases(name, salt=salt):
+        spec = EXERCISES[name]
+        digest = hashlib.sha256(wire.encode(payload(spec, case)).encode())
+        number = int.from_bytes(digest.digest()[:4], "big")
+        outcomes.append({
+            "error": f"{ERRORS[number % 8]}: input {number}",
+            "where": f"line {number % 999_999} of your cell"})
+    return outcomes
+
+
+def _feedback(name, salt, outcomes):
+    """Every message and pass line the grader derives from ``outcomes``
+    on the hidden cases of ``name`` drawn with ``salt``."""
+    from course_lib.grading import GradingError
+    from course_tools import verdicts
+
+    spec = EXERCISES[name]
+    table = {(name, True): (spec, hidden.cases(name, salt=salt))}
+    bundles = [{"exercise": name, "hidden": True, "outcomes": outcomes}]
+    _, found, worst = verdicts.judge_cases(name, True, table, bundles, {})
+    try:
+        line = verdicts.judge_check(name, True, table, bundles, {})
+    except GradingError as error:
+        line = str(error)
+    return [message for _case, message in found] + [line, worst]
+
+
+@pytest.mark.parametrize("name", sorted(EXERCISES))
+def test_a_hidden_cases_feedback_carries_none_of_its_inputs(name):
+    """The red team's channel: a submission raises, on each hidden case,
+    a built-in exception and at a line both chosen from the case's
+    inputs, with the inputs in its message. What the grader says is the
+    same under two salts (other inputs): 0 bits of the inputs read back,
+    beyond each case's pass or fail and fixed category."""
+    import math
+
+    seen = set()
+    for salt in SALTS[:2]:
+        outcomes = _encoding(name, salt)
+        assert len({o["where"] for o in outcomes} | {"-"}) > 1
+        seen.add(repr(_feedback(name, salt, outcomes)))
+    assert math.log2(len(seen)) == 0, seen
+
+
+def test_a_wrong_value_on_a_hidden_case_shows_no_value_or_magnitude():
+    import torch
+
+    from course_tools import verdicts
+
+    name = "softmax"
+    said = set()
+    for salt in SALTS[:2]:
+        outcomes = [{"results": [torch.full_like(case.args[0], 0.5)
+                                 * (1 + salt)]}
+                    for case in hidden.cases(name, salt=salt)]
+        found = _feedback(name, salt, outcomes)
+        said.add(repr(found))
+        for message in found[:-2]:
+            assert message.endswith(
+                "which test the same kinds of input."), message
+            assert "wrong value" in message, message
+            assert not any(c.isdigit() for c in message.split(
+                "):")[-1]), message
+        assert found[-1] is None  # no difference on hidden cases
+    assert len(said) == 1, said
+    assert set(verdicts.CATEGORIES) == {
+        "raised", "wrong shape", "wrong dtype", "not finite",
+        "wrong value"}

@@ -47,13 +47,14 @@ def parse(argv):
                         "nbgrader_config.py's c.Execute.timeout, is the "
                         "limit when grading)")
     parser.add_argument("--memory-mb", type=int, default=3072,
-                        help="MB of memory of a submission's processes "
-                        "together, and of each one's address space "
-                        "(default: 3072)")
+                        help="memory of a submission's processes, in "
+                        "all (its control group; the address space of "
+                        "each where there is none) (default: 3072)")
     parser.add_argument("--submission-timeout", type=int, default=900,
                         help="seconds for one submission; past them it "
-                        "is left ungraded, the machine's failure, and the "
-                        "next run grades it (default: 900)")
+                        "is left ungraded, the machine's failure; the same "
+                        "bytes ungraded twice unstarved are graded as "
+                        "they are (default: 900)")
     parser.add_argument("--run-tagged", action="store_true",
                         help="also run the narrative cells tagged "
                         "skip-when-grading (skipped by default)")

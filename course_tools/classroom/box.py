@@ -36,9 +36,8 @@ COPY_BACK = {"max_depth": 8, "max_files": 200, "max_bytes": 16 * 2**20}
 CPUS = 1.0  # CPUs one kernel may use at once (kernels run one thread)
 CPU_S = 600  # CPU seconds one kernel may use in all
 WATCH_S = 0.5  # seconds between two readings of a kernel's CPU time
-# A kernel's slowness is its own doing, not the machine's, when it was
-# stopped at its own CPU quota for THROTTLED_S seconds, or ran more than
-# CROWD processes that used THROTTLED_S CPU seconds
+# Reported, not decided on: whose fault a slow cell is, is measured per
+# cell (:mod:`.stall`); these describe a kernel that crowded its group
 THROTTLED_S = 2.0
 CROWD = 16
 

@@ -243,6 +243,10 @@ def run(client, tasks, *, templates, settings, limit_s):
                 task, f"not graded: its folder could not be read "
                 f"({error}); the next run tries again")))
             return None
+        # read once: what is graded is what is hashed and recorded,
+        # whatever the folder held when the batch was sorted
+        task["hash"] = parcel.digest(submission,
+                                     *task.get("collected", []))
         wire = {key: value for key, value in task.items()
                 if key not in ("submission", "template", "template_db",
                                "work", "collected")}

@@ -52,7 +52,7 @@ class Options:
     force: bool = False
     db_url: str | None = None
     timeout: int = 60  # seconds per cell
-    memory_mb: int = 3072  # a submission's memory, and each process's
+    memory_mb: int = 3072  # memory of a submission's processes
     submission_timeout: int = 900  # seconds for one whole submission
     isolate: bool = True
     disk_mb: int = 512  # what one submission may write, in all
@@ -216,7 +216,7 @@ def _triage(course, options, state, sources, found, notes=None):
     with Gradebook(course.db_url) as gradebook:
         for assignment, student, folder in found:
             try:
-                digest = C.hash_folder(folder, *(notes or {}).get(
+                digest = submission_digest(folder, (notes or {}).get(
                     (assignment, student), []))
                 before = state["submissions"].get(
                     f"{assignment}/{student}", {})
@@ -238,6 +238,16 @@ def _triage(course, options, state, sources, found, notes=None):
             else:
                 todo.append((assignment, student, folder, digest))
     return outcomes, todo
+
+
+def submission_digest(folder, collected=()):
+    """The hash of what a worker grades of ``folder`` (the files it is
+    sent, :func:`parcel.pack_submission`) and of the collecting notes:
+    the same bytes give the same hash, as ``cluster.run`` takes it of
+    the bytes it sends."""
+    return parcel.digest(parcel.pack_submission(
+        folder, max_notebook=cluster._max_notebook(),
+        max_file=cluster._max_file()), *collected)
 
 
 def _templates(course, names, scratch, state, sources):
@@ -294,6 +304,7 @@ def _grade(starting, course, options, state, tasks, templates, settings):
             result = text.safe_data(result)
             result["reasons"] = (task.get("collected", [])
                                  + result.get("reasons", []) + notes)
+            result = _bounded(state, task, result)
             if result["status"] == "ungraded":
                 outcomes.append(Outcome(
                     task["assignment"], task["student"], "ungraded", 0.0,
@@ -327,6 +338,33 @@ def _grade(starting, course, options, state, tasks, templates, settings):
             bar.update(1)
         bar.close()
     return outcomes
+
+
+RETRIES = 2  # runs that may leave the same bytes ungraded, unstarved
+
+
+def _bounded(state, task, result):
+    """``result``, or, when the same bytes of this submission were left
+    ungraded ``RETRIES`` times on a machine not measured busy (the
+    worker sets ``starved`` only when it measured the machine at
+    fault), ``result`` as ``failed``: graded as it is, with the reason.
+    Counted in the grading state per submission and hash."""
+    key = f"{task['assignment']}/{task['student']}"
+    retries = state.setdefault("retries", {})
+    if result["status"] != "ungraded" or result.get("starved"):
+        retries.pop(key, None)
+        return result
+    before = retries.get(key, {})
+    times = before.get("times", 0) + 1 if before.get("hash") == \
+        task["hash"] else 1
+    retries[key] = {"hash": task["hash"], "times": times}
+    if times < RETRIES:
+        return result
+    retries.pop(key, None)
+    return dict(result, status="failed", reasons=result["reasons"] + [
+        f"left ungraded {times} times for these same bytes, and the "
+        "machine was not measured busy: graded as it is (what did not "
+        "run earned nothing)"])
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ at the top of the student's folder, never through a symbolic link (those
 travel as names, so that the worker still says they were skipped).
 """
 
+import hashlib
 import io
 import os
 import stat
@@ -45,6 +46,21 @@ def pack_submission(folder, *, max_notebook, max_file):
     finally:
         os.close(top)
     return parcel
+
+
+def digest(parcel, *extra):
+    """SHA-256 of a parcel of :func:`pack_submission` (names, bytes and
+    links) and of ``extra`` texts: the hash of exactly what is graded."""
+    found = hashlib.sha256()
+    for text in extra:
+        found.update(b"extra\0" + str(text).encode("utf-8",
+                                                    "surrogateescape"))
+    for name, data in sorted(parcel["files"].items()):
+        found.update(b"file\0" + name.encode("utf-8", "surrogateescape")
+                     + b"\0" + str(len(data)).encode() + b"\0" + data)
+    for name in sorted(parcel["links"]):
+        found.update(b"link\0" + name.encode("utf-8", "surrogateescape"))
+    return found.hexdigest()
 
 
 def unpack_submission(parcel, folder):

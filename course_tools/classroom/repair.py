@@ -46,8 +46,12 @@ def read_submission(path):
         raise Unreadable(f"the notebook is not UTF-8 text ({error})") from None
     except ValueError as error:
         raise Unreadable(f"the notebook is not valid JSON ({error})") from None
+    except RecursionError:
+        raise Unreadable("the notebook's JSON is nested too deep to be a "
+                         "notebook") from None
     if not isinstance(data, dict) or "nbformat" not in data:
         raise Unreadable("the file is JSON but not a Jupyter notebook")
+    _check_shape(data)
     try:
         notebook = nbformat.reads(json.dumps(data), as_version=4)
     except Exception as error:  # nbformat raises many kinds
@@ -56,6 +60,55 @@ def read_submission(path):
         reasons.append(f"saved by an older Jupyter (notebook format "
                        f"{data.get('nbformat')}): converted")
     return notebook, reasons
+
+
+MAX_CELLS = 5_000  # cells of one notebook (a chapter has a few hundred)
+MAX_DEPTH = 64  # nesting of its JSON (a notebook needs under ten)
+
+
+def _depth(value, limit):
+    """Whether ``value`` nests deeper than ``limit`` (iteratively)."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            todo += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            todo += [(v, depth + 1) for v in item]
+    return False
+
+
+def _check_shape(data):
+    """Raise :class:`Unreadable`, in words, for a notebook whose fields
+    have the wrong types, too many cells or too deep a nesting."""
+    if type(data.get("nbformat")) is not int or \
+            type(data.get("nbformat_minor", 0)) is not int:
+        raise Unreadable("its nbformat fields are not whole numbers")
+    if not isinstance(data.get("metadata", {}), dict):
+        raise Unreadable("its metadata is not a JSON object")
+    cells = data.get("cells", []) if data["nbformat"] >= 4 else []
+    if not isinstance(cells, list):
+        raise Unreadable("its cells are not a list")
+    if len(cells) > MAX_CELLS:
+        raise Unreadable(f"it has {len(cells)} cells, over the "
+                         f"{MAX_CELLS} a notebook may have")
+    if _depth(data, MAX_DEPTH):
+        raise Unreadable(f"its JSON is nested over {MAX_DEPTH} deep")
+    for number, cell in enumerate(cells):
+        source = cell.get("source", "") if isinstance(cell, dict) else None
+        if not isinstance(cell, dict) or \
+                cell.get("cell_type") not in ("code", "markdown", "raw") \
+                or not (isinstance(source, str) or (
+                    isinstance(source, list)
+                    and all(isinstance(s, str) for s in source))) \
+                or not isinstance(cell.get("metadata", {}), dict) \
+                or not isinstance(cell.get("metadata", {}).get(
+                    "nbgrader", {}), dict) \
+                or not isinstance(cell.get("outputs", []), list):
+            raise Unreadable(f"its cell {number} is not a notebook cell "
+                             "(a field is missing or of the wrong type)")
 
 
 def _meta(cell):

@@ -250,7 +250,11 @@ def child(plan, args, start=None, prepare=None):
     os.makedirs(HOME, mode=0o700)
     os.chown(HOME, plan["uid"], plan["uid"])
     os.chdir(WORK)
-    limit(memory_mb=args.memory_mb, file_mb=args.file_mb, pids=args.pids)
+    # with control groups, memory is the memory group's alone: what the
+    # kernel's processes use, in all (RLIMIT_AS would count the address
+    # space a forked kernel shares with its template)
+    limit(memory_mb=0 if args.cgroup else args.memory_mb,
+          file_mb=args.file_mb, pids=args.pids)
     env = _environment(plan["uid"])
     command = plan["command"]
     if prepare is not None:

@@ -95,6 +95,59 @@ def _student_cell(cell):
     return not meta.get("locked") or meta.get("solution")
 
 
+# The TeX commands a written answer's mathematics may use: the course's
+# own notation and ordinary mathematics. Any other (MathJax's \\style,
+# \\class, \\cssId, \\unicode, \\href, \\require, \\def, ...) is
+# broken with a zero-width space after its backslash: MathJax then shows
+# it as an unknown command, in the answer's own box, and runs nothing.
+TEX = frozenset("""
+alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota
+kappa lambda mu nu xi pi varpi rho varrho sigma varsigma tau upsilon phi
+varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi
+Omega ell hbar imath jmath nabla partial infty emptyset varnothing forall
+exists neg lnot top bot angle prime backslash
+frac dfrac tfrac sqrt sum prod coprod int iint oint lim limsup liminf
+sup inf max min arg argmax argmin det exp log ln lg sin cos tan sec csc
+cot sinh cosh tanh arcsin arccos arctan dim ker deg gcd Pr mod bmod pmod
+operatorname mathrm mathbf mathit mathsf mathtt mathcal mathbb mathfrak
+boldsymbol bm text textrm textbf textit texttt textsf textstyle
+displaystyle scriptstyle mbox
+left right big Big bigg Bigg bigl bigr Bigl Bigr middle
+cdot cdots ldots dots vdots ddots times div pm mp ast star circ bullet
+odot otimes oplus ominus wedge vee cap cup setminus
+le leq ge geq ne neq approx sim simeq cong equiv propto ll gg prec succ
+in notin ni subset subseteq supset supseteq mid nmid parallel perp
+to rightarrow leftarrow leftrightarrow Rightarrow Leftarrow
+Leftrightarrow Longrightarrow longrightarrow mapsto implies iff
+uparrow downarrow
+langle rangle lceil rceil lfloor rfloor lVert rVert lvert rvert vert
+Vert
+hat widehat tilde widetilde bar overline underline vec dot ddot
+overbrace underbrace overset underset stackrel
+begin end hline quad qquad TeX LaTeX
+""".split())
+TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
+ZERO_WIDTH = "\u200b"
+
+
+def safe_tex(source):
+    """``(source, broken)``: every TeX command of ``source`` that is not
+    in ``TEX`` broken (a zero-width space after its backslash), and how
+    many were. Applied to the whole answer, since MathJax may find
+    mathematics where markdown sees none; outside mathematics the text
+    reads the same."""
+    broken = 0
+
+    def one(match):
+        nonlocal broken
+        if match.group(1) in TEX:
+            return match.group(0)
+        broken += 1
+        return "\\" + ZERO_WIDTH + match.group(1)
+
+    return TEX_COMMAND.sub(one, source), broken
+
+
 def render_markdown(source):
     """A student's markdown as HTML that can do nothing but be read, and
     whether anything active was taken out (its own HTML, now text; a
@@ -110,12 +163,18 @@ def render_markdown(source):
     """
     import nh3
 
+    source, tex = safe_tex(source)
     html = _markdown()(source)
     clean = nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES,
                       url_schemes=URL_SCHEMES, url_relative="deny",
                       link_rel="noopener noreferrer nofollow")
+    # again on what the browser will read: nh3 writes character
+    # references (&#92;style) out as the characters they stand for
+    clean, more = safe_tex(clean)
+    tex += more
     text = CODE.sub("", html)  # a tag named in code is no markup
-    removed = bool(ESCAPED_TAG.search(text)) or "<img" in html or any(
+    removed = bool(tex) or bool(ESCAPED_TAG.search(text)) \
+        or "<img" in html or any(
         href.split(":")[0] not in URL_SCHEMES or ":" not in href
         for href in HREF.findall(html))
     return (f"<div class=\"{ANSWER_CLASS}\">"

@@ -37,6 +37,13 @@ MAX_OUTPUTS = 5 * MAX_CELL_OUTPUT  # characters of messages in all
 MAX_MESSAGE = 256 * 2**20  # bytes of one message (ZMQ drops more)
 DISK_MB = 512  # what one submission may write, in all
 IOPUB_TIMEOUT_S = 20  # nbgrader's is 4 s
+# What a kernel's messages may cost the grader: so many messages per
+# cell and in all, and so many CPU seconds of this process handling
+# them; past either, the kernel's messages are dropped (the work is the
+# submission's, counted against it, whatever their size).
+MAX_CELL_MESSAGES = 10_000
+MAX_MESSAGES = 50_000
+MESSAGES_CPU_S = 20.0
 PIDS = 512  # processes (and threads) of one submission
 # This worker's box, where the current submission's results go, and
 # what the sandbox saw of it (install_kernel, prepare, capped_execute).
@@ -174,17 +181,65 @@ def _message_size(msg):
     return size + sum(len(b) for b in msg.get("buffers") or [])
 
 
+def _kernel_pids():
+    """The kernel's processes: its control groups' members, or (no box)
+    nothing: the stall measurement then reads this process alone."""
+    from course_tools.classroom import cgroup
+
+    kernel_box = _SANDBOX.get("box")
+    if kernel_box is None or not kernel_box.groups:
+        return set()
+    return cgroup.members(kernel_box.groups)
+
+
+def _throttled():
+    from course_tools.classroom import cgroup
+
+    kernel_box = _SANDBOX.get("box")
+    if kernel_box is None or not kernel_box.groups:
+        return 0.0
+    return cgroup.throttled(kernel_box.groups)
+
+
+def _reading(pids=None):
+    from course_tools.classroom import stall
+
+    return stall.Reading.take(_kernel_pids() if pids is None else pids,
+                              _throttled())
+
+
+def timeouts():
+    """The cells of the last notebook that ran past their limit:
+    ``[(cell index, stall.Verdict, stalled)]``, ``stalled`` when the
+    kernel did not stop when interrupted (no later cell ran)."""
+    return list(_SANDBOX.get("timeouts", []))
+
+
 def capped_execute(max_chars=MAX_CELL_OUTPUT):
     """nbgrader's ``Execute`` that keeps at most ``max_chars`` of the
-    messages of each cell (every kind: output, display updates, comms)
-    and ``MAX_OUTPUTS`` in all while the kernel runs, and runs the kernel
-    in this worker's box (``install_kernel``) when there is one."""
+    messages of each cell (every kind: output, display updates, comms),
+    ``MAX_OUTPUTS`` in all, ``MAX_CELL_MESSAGES`` messages per cell,
+    ``MAX_MESSAGES`` in all and ``MESSAGES_CPU_S`` of this process's CPU
+    handling them, and runs the kernel in this worker's box
+    (``install_kernel``) when there is one.
+
+    A cell that runs past its limit is measured (:mod:`.stall`) before
+    the kernel is interrupted; a kernel that does not stop when
+    interrupted (or whose outputs do not come) costs that cell and every
+    cell after it, which are not run: the cells before keep their
+    points. ``timeouts()`` says what was measured."""
     import zmq
+    from nbclient.exceptions import CellTimeoutError
     from nbformat.v4 import new_output
     from nbgrader.preprocessors import Execute
 
+    from course_tools.classroom import stall
+
     class CappedExecute(Execute):
         def preprocess(self, nb, resources, km=None):
+            _SANDBOX["timeouts"] = []
+            self.__dict__.update(_stalled=None, _count={}, _cpu=0.0,
+                                 _dropped=False)
             kernel_box = _SANDBOX.get("box")
             if kernel_box is None:
                 return super().preprocess(nb, resources, km=km)
@@ -197,6 +252,54 @@ def capped_execute(max_chars=MAX_CELL_OUTPUT):
                 return super().preprocess(nb, resources, km=km)
             finally:
                 notes += kernel_box.close(_SANDBOX["results"])
+
+        def preprocess_cell(self, cell, resources, index):
+            if cell.cell_type != "code":
+                return super().preprocess_cell(cell, resources, index)
+            if self._stalled is not None:  # not run: see the stall
+                cell.outputs = []
+                cell.execution_count = None
+                return cell, self.resources
+            self._before, self._verdict = _reading(), None
+            self._started = time.monotonic()
+            try:
+                return super().preprocess_cell(cell, resources, index)
+            except CellTimeoutError:
+                # interrupted and still running, or its outputs did not
+                # come: this cell and those after it earn nothing
+                verdict = self._verdict or self._measure()
+                self._stalled = index
+                found = _SANDBOX["timeouts"]
+                if found and found[-1][0] == index:  # interrupted first
+                    found.pop()
+                found.append((index, verdict, True))
+                cell.outputs.append(new_output(
+                    "error", ename="CellTimeoutError",
+                    evalue=(f"this cell ran past the {self.timeout} s "
+                            "limit and did not stop when interrupted: "
+                            "no later cell was run"),
+                    traceback=[]))
+                self._stop_kernel()
+                return cell, self.resources
+
+        def _measure(self):
+            return stall.judge(self._before, _reading(),
+                               time.monotonic() - self._started)
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            # measured before the interrupt: what the cell was doing
+            self._verdict = self._measure()
+            index = next((i for i, c in enumerate(self.nb.cells)
+                          if c is cell), -1)
+            _SANDBOX["timeouts"].append((index, self._verdict, False))
+            return await super()._async_handle_timeout(timeout, cell)
+
+        def _stop_kernel(self):
+            from course_tools.classroom import cgroup
+
+            kernel_box = _SANDBOX.get("box")
+            if kernel_box is not None and kernel_box.groups:
+                cgroup.kill(*kernel_box.groups)
 
         def create_kernel_manager(self):
             km = super().create_kernel_manager()
@@ -217,6 +320,26 @@ def capped_execute(max_chars=MAX_CELL_OUTPUT):
         def process_message(self, msg, cell, cell_index):
             if msg["msg_type"] == "status":  # small; ends the cell
                 return super().process_message(msg, cell, cell_index)
+            count = self._count
+            count[cell_index] = count.get(cell_index, 0) + 1
+            if (count[cell_index] > MAX_CELL_MESSAGES
+                    or sum(count.values()) > MAX_MESSAGES
+                    or self._cpu > MESSAGES_CPU_S):
+                if not self._dropped:
+                    self._dropped = True
+                    _SANDBOX.setdefault("notes", []).append(
+                        f"the kernel sent over {MAX_CELL_MESSAGES} "
+                        f"messages in a cell, {MAX_MESSAGES} in all or "
+                        f"{MESSAGES_CPU_S:g} s of the grader's CPU "
+                        "worth: the rest were dropped")
+                return None
+            start = time.thread_time()
+            try:
+                return self._capped(msg, cell, cell_index)
+            finally:
+                self._cpu += time.thread_time() - start
+
+        def _capped(self, msg, cell, cell_index):
             seen = self.__dict__.setdefault("_seen", {})
             size = _message_size(msg)
             before = seen.get(cell_index, 0)
@@ -247,9 +370,8 @@ def _api(course_root, db, timeout, skip_tag=NEVER):
     config.CourseDirectory.db_url = f"sqlite:///{db}"
     config.Execute.timeout = timeout
     # how long the outputs of a cell may come after its reply: waiting
-    # longer costs nothing when they come; past it the submission is
-    # left ungraded, the machine's failure, unless the kernel's slowness
-    # was its own (_kernel_to_blame)
+    # longer costs nothing when they come; past it the cell is measured
+    # like a cell past its limit (capped_execute, stall.judge)
     config.Execute.iopub_timeout = IOPUB_TIMEOUT_S
     config.Execute.interrupt_on_timeout = True
     config.Execute.kernel_name = "python3"
@@ -296,16 +418,23 @@ def prepare(task, course_root):
             reasons.append(why)
         if path is None:
             continue
-        try:
-            notebook, notes = read_submission(path)
-        except Unreadable as error:
-            reasons.append(f"{path.name}: {error}")
-            continue
         released = _released(Path(task["template"]) / task["release_dir"]
                              / task["assignment"] / f"{name}.ipynb")
+        try:
+            notebook, notes = read_submission(path)
+            notebook, more = repair(notebook, released)
+        except Unreadable as error:
+            reasons.append(f"{path.name}: {error}; it earns nothing")
+            continue
+        except (RecursionError, TypeError, ValueError, KeyError,
+                AttributeError) as error:  # the student's bytes
+            reasons.append(f"{path.name}: its notebook could not be "
+                           f"rebuilt on the released one (a "
+                           f"{type(error).__name__} in its structure); it "
+                           "earns nothing")
+            continue
         exercises += [e for e in strip.exercises_of([released])
                       if e not in exercises]
-        notebook, more = repair(notebook, released)
         reasons += notes + more
         nbformat.write(notebook, target / f"{name}.ipynb")
         written = True
@@ -492,20 +621,18 @@ def _why_failed(result):
                                                else "?"), False
 
 
-def _kernel_to_blame():
-    """Whether the last kernel's slowness was its own doing: it spent its
-    CPU budget, was stopped at its CPU quota for a while, or its own
-    crowd of processes used the CPU of its control group. Otherwise the
-    machine was busy."""
-    kernel_box = _SANDBOX.get("box")
-    if kernel_box is None:
-        return False
-    from course_tools.classroom import box
-
-    crowded = kernel_box.crowd > box.CROWD and \
-        (kernel_box.used or 0.0) > box.THROTTLED_S
-    return (kernel_box.spent or kernel_box.throttled > box.THROTTLED_S
-            or crowded)
+def _timeout_reasons(timeout):
+    """``(starved, reasons)`` of the cells that ran past ``timeout``
+    seconds in the last notebook, each with its measurement."""
+    starved, reasons = False, []
+    for index, verdict, stalled in timeouts():
+        starved = starved or verdict.starved
+        what = ("and did not stop when interrupted: it and the cells "
+                "after it earned nothing" if stalled else
+                "and was interrupted")
+        reasons.append(f"cell {index} ran past the {timeout} s limit "
+                       f"{what} ({verdict.reason})")
+    return starved, reasons
 
 
 def grade(task, settings):
@@ -539,18 +666,25 @@ def grade(task, settings):
         steps.done("autograde (grader side)")
         steps.add("kernel", kernel_cpu())
         reasons += kernel_notes()
+        starved, said = _timeout_reasons(settings["timeout"])
         if outcome.get("success"):
             result["status"] = "graded"
         else:
             why, waited = _why_failed(outcome)
-            if waited and not _kernel_to_blame():
+            if waited and not timeouts():
+                # the kernel did not start, or set-up did not answer:
+                # no code of the student's had run
                 result["status"] = "ungraded"
-                why = (f"not graded: {why}, on a busy machine; nothing "
-                       "was recorded: the next run grades it")
-            elif waited:
-                why += (" (its own processes took its share of the "
-                        "CPU)")
+                why = (f"not graded: {why} before any code of the "
+                       "submission ran; nothing was recorded: the next "
+                       "run grades it")
             reasons.append(why)
+        if starved:  # measured: the machine's fault, not the student's
+            result["status"] = "ungraded"
+            result["starved"] = True  # retried however often it comes
+            said = [f"not graded: {line}; nothing was recorded: the "
+                    "next run grades it" for line in said]
+        reasons += said
         folder = (course_root / task["autograded_dir"] / task["student"]
                   / task["assignment"])
         for name in task["notebooks"]:

@@ -92,7 +92,7 @@ HIDDEN = {
         Case("as many queries as keys", (draw(4, 8, seed=86),) * 2),
         Case("new queries after a few keys",
              (draw(4, 6, seed=87), draw(8, 14, seed=88))),
-        Case("1 query, 1 key", (1, 1)),
+        Case("1 query, a few keys", (1, draw(1, 12, seed=91))),
         Case("many new queries, many keys",
              (draw(12, 20, seed=89), draw(30, 50, seed=90))),
     ],
