@@ -91,6 +91,7 @@ def check(exercise_name, obj, *, hidden=False):
     if not callable(obj):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
+    _restored(exercise_name, obj, sys._getframe(1))
     try:
         with harness.time_limit(TIME_LIMIT, sys._getframe()):
             _shortcuts(spec, obj)
@@ -105,6 +106,37 @@ def check(exercise_name, obj, *, hidden=False):
             message += f"\nIt was running {stop.where}"
         raise GradingError(message) from None
     print("\u2713 " + line)
+
+
+def _restored(exercise_name, obj, frame):
+    """Say what the grader will say of the read-only cells
+    (``course_lib.grading.locked``): print each cell it will restore;
+    raise, before any tick, when work of the student's that this answer
+    runs (or the checked name itself) lives in one."""
+    import linecache
+
+    from course_lib.grading import locked, reach
+
+    path = locked.notebook_path(frame.f_globals)
+    if path is not None:
+        found = locked.from_notebook(path)
+    else:
+        text = "".join(linecache.getlines(frame.f_code.co_filename))
+        found = [r for r in [locked.caller_cell(exercise_name, text)]
+                 if r is not None]
+    used = {exercise_name}
+    if any(r.bound for r in found):
+        for _label, tree, _whole in answer_code(obj, exercise_name)[0]:
+            for statement in tree.body:
+                used |= reach.reads(statement)
+    for restored in found:
+        restored.names = tuple(sorted(set(restored.bound) & (
+            used | set(restored.names))))
+    lost = [r for r in found if r.names and r.what != "maybe"]
+    if lost:
+        raise GradingError("\n".join(r.message() for r in lost))
+    for restored in found:
+        print("\u26a0 " + restored.message())
 
 
 # the grader's limit on a cell (make grade's default): the local check
