@@ -335,4 +335,12 @@ def forbidden(spec):
     course = {getattr(o, "__name__", "") for o in spec.forbidden_reference}
     return {"torch_names": frozenset(spec.forbidden_torch)
             | frozenset(spec.forbidden_aten),
-            "course_names": frozenset(course - {""})}
+            "course_names": frozenset(course - {""}),
+            "objects": frozenset(map(_path, spec.forbidden_reference)),
+            "modules": frozenset(spec.forbidden_modules),
+            "allowed": frozenset(map(_path, spec.builds_on))}
+
+
+def _path(obj):
+    """``module.qualname`` of a function or class."""
+    return f"{obj.__module__}.{obj.__qualname__}"
