@@ -168,8 +168,8 @@ def resolve(path, *, objects, modules, allowed=frozenset()):
         if obj is not None and not isinstance(obj, _Missing):
             module = getattr(obj, "__module__", None)
             if type(obj).__name__ == "module":
-                canonical = obj.__name__
-            elif isinstance(module, str):
+                return None  # a course module is only a place to look
+            if isinstance(module, str):
                 canonical = f"{module}.{getattr(obj, '__qualname__', '')}"
     if canonical in allowed or path in allowed:
         return None
