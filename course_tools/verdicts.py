@@ -49,7 +49,7 @@ from course_tools.classroom.feedback import AVAILABLE, missing_package
 
 PASSED = "\u2713"
 CASES_DIR = "COURSE_CASES_DIR"  # where the grader writes cases files
-SIMILAR = 0.9  # a solution this close to the reference is flagged
+SIMILAR = rules.SIMILAR  # this close to the reference: flagged
 
 
 def expected_checks(source):

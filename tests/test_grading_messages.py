@@ -568,3 +568,16 @@ def test_the_local_limit_is_the_graders():
     main = (verdicts.Path(verdicts.__file__).parent / "classroom"
             / "__main__.py").read_text()
     assert f'"--timeout", type=int, default={harness.TIME_LIMIT},' in main
+
+
+def test_the_time_limit_hint_fits_the_exercise():
+    """A merge loop is no generation loop: each exercise's timeout hint
+    speaks of its own kind of loop."""
+    from course_lib.grading import harness
+
+    assert "merge" in harness.too_long("bpe_encode", "60 s")
+    assert "generation" not in harness.too_long("bpe_encode", "60 s")
+    assert "generation loop" in harness.too_long("greedy_decode", "60 s")
+    for name in ("gqa_rope_step", "warmup_cosine", "softmax"):
+        assert "generation" not in harness.too_long(name, "60 s")
+        assert "merge" not in harness.too_long(name, "60 s")

@@ -440,6 +440,9 @@ GREEDY_DECODE = Exercise(
     forbidden_reference=(ref.greedy_decode,),
     shortcut_advice=("Write the loop yourself: call model(src, prefix), "
                      "take the argmax, append it."),
+    slow_hint=("Likely cause: a generation loop whose end is never "
+               "reached (one that waits for every row to produce <eos>, "
+               "with no max_len)."),
 )
 
 # ------------------------------------------------------- input dependence

@@ -130,6 +130,10 @@ MERGE_PAIR = Exercise(
     forbidden_reference=(ref.merge_pair, bpe.merge, ref.bpe_encode,
                          bpe.Tokenizer),
     shortcut_advice="A loop over the list of ids is the intended way.",
+    slow_hint=("Likely cause: a merge loop whose end is never reached (a "
+               "while loop whose index does not move on past a merged "
+               "pair, or that looks again for a pair it has just "
+               "merged away)."),
 )
 
 
@@ -280,6 +284,10 @@ BPE_ENCODE = Exercise(
     # a tokenizer library encodes the pre-token whole
     forbidden_modules=("course_lib.bpe", "tokenizers", "tiktoken",
                        "sentencepiece", "transformers"),
+    slow_hint=("Likely cause: a loop over the merges whose end is never "
+               "reached (one that looks again and again for a pair that "
+               "is no longer there, or whose index does not move on past "
+               "a merged pair)."),
     shortcut_advice=("Your own merge_pair (or a loop) is allowed; a "
                      "ready-made tokenizer (course_lib's, or a library's "
                      "such as tokenizers or tiktoken) is not."),

@@ -123,6 +123,9 @@ class Exercise:
     # the text says the call leaves these positional arguments (their
     # indices) unchanged: one changed in place fails
     unchanged: tuple = ()
+    # the likely cause of a check that runs past the time limit, in
+    # this exercise's terms ("" : harness.LIKELY_SLOW)
+    slow_hint: str = ""
     # the clauses of the text this data states, in the text's words
     # (``tests/test_contracts.py`` finds each in the exercise's text)
     stated: tuple = ()

@@ -226,17 +226,24 @@ def report(exercise, obj, hidden):
 # ------------------------------------------- the time limit of a check
 
 TIME_LIMIT = 60  # seconds a cell may run under grading (make grade's)
-LIKELY_SLOW = ("Likely cause: a loop whose end is never reached (a "
-               "generation loop that waits for every row to end, with "
-               "no max_len), or far more work than the exercise needs "
-               "(a Python loop over every entry).")
+LIKELY_SLOW = ("Likely cause: a loop whose end is never reached, or far "
+               "more work than the exercise needs (a Python loop over "
+               "every entry).")
 
 
 def too_long(name, limit):
-    """The grader's message for a check stopped at ``limit`` (text)."""
+    """The grader's message for a check stopped at ``limit`` (text), with
+    the exercise's own likely cause (``Exercise.slow_hint``)."""
+    hint = LIKELY_SLOW
+    try:
+        from course_lib.grading import exercise
+
+        hint = exercise(name).slow_hint or LIKELY_SLOW
+    except ValueError:  # not an exercise: the general cause
+        pass
     return (f"{name}: your code ran longer than {limit} in this test cell "
-            "and was stopped (the check runs it on every case). No "
-            f"points.\n{LIKELY_SLOW}")
+            f"and was stopped (the check runs it on every case). No "
+            f"points.\n{hint}")
 
 
 class TimeUp(BaseException):

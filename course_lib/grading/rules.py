@@ -484,6 +484,16 @@ def _tokens(source):
     return out
 
 
+# The instructor's flag "N% like course_lib's reference": only beyond
+# what honest answers reach. Names ignored, a transcription of a printed
+# formula is close to the reference by necessity: the catalogue's honest
+# answers reach 0.93 (merge_pair's while loop, causal_mask's tril), and
+# the honest answers of the students who worked chapters 11 and 12 up to
+# 0.96 (adamw_step). ``tests/test_rules.py`` keeps every honest answer of
+# the catalogue below it, and a verbatim copy above it.
+SIMILAR = 0.98
+
+
 def similarity(source, reference_source):
     """How alike two pieces of code are, from 0 to 1, names ignored."""
     a, b = _tokens(source), _tokens(reference_source)
