@@ -581,3 +581,37 @@ def test_the_time_limit_hint_fits_the_exercise():
     for name in ("gqa_rope_step", "warmup_cosine", "softmax"):
         assert "generation" not in harness.too_long(name, "60 s")
         assert "merge" not in harness.too_long(name, "60 s")
+
+
+DEPENDENT = '''
+def merge_pair(ids, pair, new_id):
+    x = ids.tolist()
+    for i in range(len(x) - 1):  # only the first occurrence
+        if (x[i], x[i + 1]) == tuple(pair):
+            x[i:i + 2] = [new_id]
+            break
+    return torch.tensor(x, dtype=torch.long)
+
+
+def bpe_encode(ids, merges, first_id):
+    x = ids
+    for r, pair in enumerate(merges.tolist()):
+        {body}
+    return x
+'''
+
+
+@pytest.mark.parametrize("body, verdict", [
+    ("x = merge_pair(x, pair, first_id + r)", "passes every visible case"),
+    ("x = merge_pair(x, pair, first_id + r)[:1]", "mistake of its own"),
+])
+def test_a_failing_helper_exercise_is_named(body, verdict):
+    """bpe_encode built on a wrong merge_pair: the check says that the
+    cause is merge_pair's, and how bpe_encode fares with the reference's
+    merge_pair."""
+    from tests.localcheck import local_verdict
+
+    source = DEPENDENT.replace("{body}", body)
+    message = local_verdict("bpe_encode", source, "import torch")
+    assert "calls your merge_pair, which fails its own check" in message
+    assert verdict in message

@@ -95,7 +95,13 @@ def check(exercise_name, obj, *, hidden=False):
     try:
         with harness.time_limit(TIME_LIMIT, sys._getframe()):
             _shortcuts(spec, obj)
-            line = engine_run(spec, obj)
+            try:
+                line = engine_run(spec, obj)
+            except GradingError as error:
+                note = _dependencies(spec, obj)
+                if not note:
+                    raise
+                raise GradingError(f"{error}\n{note}") from None
     except GradingError as error:
         # one frame of ours, not the engine's: the message names the
         # student's own line
@@ -106,6 +112,53 @@ def check(exercise_name, obj, *, hidden=False):
             message += f"\nIt was running {stop.where}"
         raise GradingError(message) from None
     print("\u2713 " + line)
+
+
+def _dependencies(spec, obj):
+    """When the failing answer ``obj`` calls the student's answer to
+    another exercise (``merge_pair`` in ``bpe_encode``) and that one
+    fails its own check: a note that says so, and how ``obj`` fares with
+    the reference in its place. ``""`` otherwise."""
+    from course_lib.grading import reach
+
+    parts, namespace = answer_code(obj, spec.name)
+    if not namespace:
+        return ""
+    used = set()
+    for _label, tree, _whole in parts:
+        for statement in tree.body:
+            used |= reach.reads(statement)
+    notes = []
+    for name in sorted(used & set(CHAPTER_OF) - {spec.name}):
+        theirs = namespace.get(name)
+        if not callable(theirs) or harness.in_library(
+                getattr(getattr(theirs, "__code__", None), "co_filename",
+                        "") or ""):
+            continue  # not the student's own
+        other = exercise(name)
+        try:
+            with harness.quiet():
+                engine_run(other, theirs)
+            continue
+        except GradingError as error:
+            first = str(error).splitlines()[0]
+        note = (f"{spec.name} calls your {name}, which fails its own "
+                f"check ({first}).")
+        namespace[name] = other.reference
+        try:
+            with harness.quiet():
+                engine_run(spec, obj)
+            note += (f" With course_lib's {name} in its place, your "
+                     f"{spec.name} passes every visible case: fix {name} "
+                     "and both will pass.")
+        except GradingError:
+            note += (f" With course_lib's {name} in its place your "
+                     f"{spec.name} still fails: it has a mistake of its "
+                     "own too.")
+        finally:
+            namespace[name] = theirs
+        notes.append(note)
+    return "\n".join(notes)
 
 
 def _restored(exercise_name, obj, frame):
