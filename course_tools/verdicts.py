@@ -419,6 +419,9 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
             if "did not run the check" in failure:
                 if timed_out(cell):
                     failure = harness.too_long(name, limit)
+                    where = harness.interrupted_at(cell.get("outputs"))
+                    if where:  # as the local check says it
+                        failure += f"\nIt was running {where}"
                 elif stopped_cell is not None:
                     failure = (
                         f"{name}: your code in cell {stopped_cell} ran "

@@ -615,3 +615,24 @@ def test_a_failing_helper_exercise_is_named(body, verdict):
     message = local_verdict("bpe_encode", source, "import torch")
     assert "calls your merge_pair, which fails its own check" in message
     assert verdict in message
+
+
+def test_the_grader_names_the_line_a_stopped_cell_was_running():
+    """A test cell stopped at the time limit: the grader reads the line
+    from the interrupt's traceback as a real kernel writes it (the line
+    number and function from the kernel, the code from the notebook)."""
+    from nbclient import NotebookClient
+
+    from course_lib.grading import harness
+
+    loop = ("import time\n\ndef bpe_encode(ids):\n    while True:\n"
+            "        time.sleep(0.05)\n")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(loop),
+        nbformat.v4.new_code_cell("bpe_encode([1, 2])")])
+    NotebookClient(nb, timeout=3, interrupt_on_timeout=True,
+                   allow_errors=True, kernel_name="python3").execute()
+    sources = {c.execution_count: c.source for c in nb.cells}
+    where = harness.interrupted_at(nb.cells[1].outputs, sources)
+    assert where == ("line 5 of your cell (in bpe_encode): "
+                     "time.sleep(0.05)"), where

@@ -161,9 +161,13 @@ def notebook_path(namespace):
     or ``None``."""
     for name in PATH_NAMES:
         path = namespace.get(name)
-        if isinstance(path, str) and path.endswith(".ipynb") and \
-                os.path.isfile(path):
-            return path
+        if not (isinstance(path, str) and path.endswith(".ipynb")):
+            continue
+        # a server's path may be relative to its root: the kernel runs
+        # in the notebook's folder
+        for candidate in (path, os.path.basename(path)):
+            if os.path.isfile(candidate):
+                return candidate
     return None
 
 
