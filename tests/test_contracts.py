@@ -218,3 +218,59 @@ def test_every_hidden_kind_is_shown_by_a_visible_case(name):
         assert not unseen, (f"{name}: the hidden case '{kind_of(case)}"
                             f"' has {sorted(unseen)}, which no visible "
                             "case shows")
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_an_int_the_text_asks_for_fails_as_a_float(name):
+    """Every exercise whose check wants an int (``Exercise.integer``):
+    the reference's values as floats fail its visible cases."""
+    spec = exercise(name)
+    if not spec.integer:
+        return
+
+    def floats(value):
+        if type(value) is dict:
+            return {k: floats(v) for k, v in value.items()}
+        if type(value) is tuple:
+            return tuple(map(floats, value))
+        return float(value)
+
+    def as_float(*args, **kwargs):
+        return floats(spec.reference(*args, **kwargs))
+
+    with pytest.raises(GradingError, match="expected an int"):
+        run(spec, as_float, spec.visible())
+
+
+def _in_float32(value):
+    if type(value) is torch.Tensor and value.dtype is torch.float64:
+        return value.float()
+    if type(value) is tuple:
+        return tuple(_in_float32(v) for v in value)
+    return value
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_a_graded_dtype_fails_an_answer_in_another(name):
+    """Where a visible case is in float64 and the result keeps it, an
+    answer that returns float32 fails a visible case (the dtype clause
+    the text states is checked where the student can see it)."""
+    spec = exercise(name)
+    if spec.module:
+        return
+    cases = spec.visible()
+    keeps = []
+    for case in cases:
+        if torch.float64 not in _dtypes([case.args, case.kwargs], set()):
+            continue
+        result = spec.reference(*case.args, **case.kwargs)
+        if torch.float64 in _dtypes(result, set()):
+            keeps.append(case)
+    if not keeps:
+        return
+
+    def in_float32(*args, **kwargs):
+        return _in_float32(spec.reference(*args, **kwargs))
+
+    with pytest.raises(GradingError, match="dtype"):
+        run(spec, in_float32, cases)
