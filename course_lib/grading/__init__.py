@@ -116,7 +116,8 @@ def check(exercise_name, obj, *, hidden=False):
 
 def _dependencies(spec, obj):
     """When the failing answer ``obj`` calls the student's answer to
-    another exercise (``merge_pair`` in ``bpe_encode``) and that one
+    another exercise of its chapter (``merge_pair`` in ``bpe_encode``)
+    and that one
     fails its own check: a note that says so, and how ``obj`` fares with
     the reference in its place. ``""`` otherwise."""
     from course_lib.grading import reach
@@ -129,7 +130,9 @@ def _dependencies(spec, obj):
         for statement in tree.body:
             used |= reach.reads(statement)
     notes = []
-    for name in sorted(used & set(CHAPTER_OF) - {spec.name}):
+    chapter = CHAPTER_OF.get(spec.name)
+    for name in sorted(n for n in used - {spec.name}
+                       if CHAPTER_OF.get(n) == chapter):
         theirs = namespace.get(name)
         if not callable(theirs) or harness.in_library(
                 getattr(getattr(theirs, "__code__", None), "co_filename",
@@ -182,9 +185,8 @@ def _restored(exercise_name, obj, frame):
         for _label, tree, _whole in answer_code(obj, exercise_name)[0]:
             for statement in tree.body:
                 used |= reach.reads(statement)
-    for restored in found:
-        restored.names = tuple(sorted(set(restored.bound) & (
-            used | set(restored.names))))
+    for restored in found:  # what this answer loses
+        restored.names = tuple(sorted(set(restored.bound) & used))
     lost = [r for r in found if r.names and r.what != "maybe"]
     if lost:
         raise GradingError("\n".join(r.message() for r in lost))
