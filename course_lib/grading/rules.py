@@ -27,6 +27,7 @@ Two more kinds of finding:
 import ast
 import collections
 import difflib
+import functools
 import io
 import keyword
 import tokenize
@@ -188,8 +189,10 @@ class _Missing:
     pass
 
 
+@functools.lru_cache(maxsize=4096)
 def _follow(path):
-    """The object a ``course_lib`` dotted path names, or ``None``."""
+    """The object a ``course_lib`` dotted path names, or ``None`` (once
+    per path: a failed import searches the disk)."""
     import importlib
 
     parts = path.split(".")
