@@ -49,7 +49,7 @@ from course_tools.classroom.feedback import AVAILABLE, missing_package
 
 PASSED = "\u2713"
 CASES_DIR = "COURSE_CASES_DIR"  # where the grader writes cases files
-SIMILAR = 0.9  # a solution this close to the reference is flagged
+SIMILAR = rules.SIMILAR  # this close to the reference: flagged
 
 
 def expected_checks(source):
@@ -505,6 +505,9 @@ def decide(cell, table, rule_verdicts, *, timeout=None, stopped_cell=None,
             if "did not run the check" in failure:
                 if timed_out(cell):
                     failure = harness.too_long(name, limit)
+                    where = harness.interrupted_at(cell.get("outputs"))
+                    if where:  # as the local check says it
+                        failure += f"\nIt was running {where}"
                 elif stopped_cell is not None:
                     failure = (
                         f"{name}: your code in cell {stopped_cell} ran "

@@ -568,3 +568,71 @@ def test_the_local_limit_is_the_graders():
     main = (verdicts.Path(verdicts.__file__).parent / "classroom"
             / "__main__.py").read_text()
     assert f'"--timeout", type=int, default={harness.TIME_LIMIT},' in main
+
+
+def test_the_time_limit_hint_fits_the_exercise():
+    """A merge loop is no generation loop: each exercise's timeout hint
+    speaks of its own kind of loop."""
+    from course_lib.grading import harness
+
+    assert "merge" in harness.too_long("bpe_encode", "60 s")
+    assert "generation" not in harness.too_long("bpe_encode", "60 s")
+    assert "generation loop" in harness.too_long("greedy_decode", "60 s")
+    for name in ("gqa_rope_step", "warmup_cosine", "softmax"):
+        assert "generation" not in harness.too_long(name, "60 s")
+        assert "merge" not in harness.too_long(name, "60 s")
+
+
+DEPENDENT = '''
+def merge_pair(ids, pair, new_id):
+    x = ids.tolist()
+    for i in range(len(x) - 1):  # only the first occurrence
+        if (x[i], x[i + 1]) == tuple(pair):
+            x[i:i + 2] = [new_id]
+            break
+    return torch.tensor(x, dtype=torch.long)
+
+
+def bpe_encode(ids, merges, first_id):
+    x = ids
+    for r, pair in enumerate(merges.tolist()):
+        {body}
+    return x
+'''
+
+
+@pytest.mark.parametrize("body, verdict", [
+    ("x = merge_pair(x, pair, first_id + r)", "passes every visible case"),
+    ("x = merge_pair(x, pair, first_id + r)[:1]", "mistake of its own"),
+])
+def test_a_failing_helper_exercise_is_named(body, verdict):
+    """bpe_encode built on a wrong merge_pair: the check says that the
+    cause is merge_pair's, and how bpe_encode fares with the reference's
+    merge_pair."""
+    from tests.localcheck import local_verdict
+
+    source = DEPENDENT.replace("{body}", body)
+    message = local_verdict("bpe_encode", source, "import torch")
+    assert "calls your merge_pair, which fails its own check" in message
+    assert verdict in message
+
+
+def test_the_grader_names_the_line_a_stopped_cell_was_running():
+    """A test cell stopped at the time limit: the grader reads the line
+    from the interrupt's traceback as a real kernel writes it (the line
+    number and function from the kernel, the code from the notebook)."""
+    from nbclient import NotebookClient
+
+    from course_lib.grading import harness
+
+    loop = ("import time\n\ndef bpe_encode(ids):\n    while True:\n"
+            "        time.sleep(0.05)\n")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(loop),
+        nbformat.v4.new_code_cell("bpe_encode([1, 2])")])
+    NotebookClient(nb, timeout=3, interrupt_on_timeout=True,
+                   allow_errors=True, kernel_name="python3").execute()
+    sources = {c.execution_count: c.source for c in nb.cells}
+    where = harness.interrupted_at(nb.cells[1].outputs, sources)
+    assert where == ("line 5 of your cell (in bpe_encode): "
+                     "time.sleep(0.05)"), where

@@ -257,3 +257,91 @@ def test_a_statement_that_may_bind_any_name_is_read():
     for other in ("globals()['softmax'] = F.softmax",
                   "exec('softmax = F.softmax')"):
         assert _executed(answer, other).get(1) == [other], other
+
+
+def test_the_copy_flag_is_beyond_every_honest_answer():
+    """The instructor's flag fires on a verbatim copy of the reference,
+    never on an honest answer of the catalogue (the threshold's reason is
+    in ``rules.SIMILAR``'s comment)."""
+    import inspect
+    import textwrap
+
+    from tests import catalogue
+
+    honest = []
+    for name, answers in catalogue.CORRECT.items():
+        spec = exercise(name)
+        if not spec.forbidden_reference:
+            continue
+        reference = textwrap.dedent(inspect.getsource(
+            spec.forbidden_reference[0]))
+        assert rules.similarity(reference, reference) >= rules.SIMILAR
+        honest += [(rules.similarity(source, reference), name, label)
+                   for label, source in answers]
+    assert max(honest)[0] < rules.SIMILAR, max(honest)
+
+
+# -------------------------------------- what a call reaches, not its name
+
+RESOLVE_SETUP = ("import torch\nimport tokenizers\n"
+                 "from course_lib import bpe as ref_bpe\n"
+                 "from course_lib import tokenization as ref\n"
+                 "from course_lib import attention as ref_attention\n"
+                 "from course_lib import multihead as ref_multihead\n"
+                 "from course_lib import positional as ref_pos\n")
+
+
+def reached(name, source):
+    tree = rules.parse(source)
+    names = rules.aliases([rules.parse(RESOLVE_SETUP), tree])
+    return {(f.owner, f.name)
+            for f in rules.uses(tree, **forbidden(exercise(name)),
+                                aliases=names)}
+
+
+@pytest.mark.parametrize("name, source, found", [
+    # a forbidden call under another name
+    ("bpe_encode", "T = tokenizers.Tokenizer\nt = T(m)",
+     ("tokenizers", "tokenizers.Tokenizer")),
+    ("bpe_encode", "from tiktoken import get_encoding as g\ne = g('gpt2')",
+     ("tiktoken", "tiktoken.get_encoding")),
+    ("bpe_encode", "enc = ref.bpe_encode\ny = enc(i, m, 256)",
+     ("course_lib", "bpe_encode")),
+    ("bpe_encode", "t = ref_bpe.Tokenizer(v, m)",
+     ("course_lib", "Tokenizer")),
+    ("merge_pair", "from course_lib.bpe import merge as m\ny = m(x, p, 9)",
+     ("course_lib", "merge")),
+    ("gqa_rope_step", "a = ref_attention.scaled_dot_product_attention",
+     ("course_lib", "attention.scaled_dot_product_attention")),
+    ("gqa_rope_step",
+     "from course_lib.attention import causal_mask as cm\nm = cm(4)",
+     ("course_lib", "attention.causal_mask")),
+])
+def test_a_forbidden_call_is_found_under_any_name(name, source, found):
+    assert found in reached(name, source)
+
+
+@pytest.mark.parametrize("name, source", [
+    # an honest helper that shares a forbidden name
+    ("bpe_encode", "class Tokenizer:\n    pass\nt = Tokenizer()"),
+    ("bpe_encode", "t = self.Tokenizer(m)\ny = t.merge(x)"),
+    ("merge_pair", "def merge(x, p, n):\n    return x\ny = merge(x, p, 9)"),
+    ("bpe_encode", "def bpe_encode(i, m, f):\n    return i"),
+    # what the text allows
+    ("gqa_rope_step", "Z = ref_multihead.split_heads(X, 4)\n"
+     "Z = ref_pos.apply_rotary(Z, 1e4, p)\nY = ref_multihead.merge_heads(Z)"),
+    ("bpe_encode", "import course_lib\nx = 1"),
+])
+def test_an_honest_helper_of_the_same_name_is_not_flagged(name, source):
+    assert reached(name, source) == set()
+
+
+def test_another_library_is_named_as_itself():
+    """tokenizers' Tokenizer is not called course_lib's."""
+    tree = rules.parse("t = tokenizers.Tokenizer(m)")
+    names = rules.aliases([rules.parse(RESOLVE_SETUP), tree])
+    found = rules.uses(tree, **forbidden(exercise("bpe_encode")),
+                       aliases=names)
+    text = rules.message("bpe_encode", found)
+    assert "the tokenizers library's tokenizers.Tokenizer" in text
+    assert "course_lib" not in text.split(".")[0]

@@ -91,10 +91,17 @@ def check(exercise_name, obj, *, hidden=False):
     if not callable(obj):
         raise GradingError(f"{exercise_name} should be a function or "
                            f"class, got {type(obj).__name__}")
+    _restored(exercise_name, obj, sys._getframe(1))
     try:
         with harness.time_limit(TIME_LIMIT, sys._getframe()):
             _shortcuts(spec, obj)
-            line = engine_run(spec, obj)
+            try:
+                line = engine_run(spec, obj)
+            except GradingError as error:
+                note = _dependencies(spec, obj)
+                if not note:
+                    raise
+                raise GradingError(f"{error}\n{note}") from None
     except GradingError as error:
         # one frame of ours, not the engine's: the message names the
         # student's own line
@@ -105,6 +112,86 @@ def check(exercise_name, obj, *, hidden=False):
             message += f"\nIt was running {stop.where}"
         raise GradingError(message) from None
     print("\u2713 " + line)
+
+
+def _dependencies(spec, obj):
+    """When the failing answer ``obj`` calls the student's answer to
+    another exercise of its chapter (``merge_pair`` in ``bpe_encode``)
+    and that one
+    fails its own check: a note that says so, and how ``obj`` fares with
+    the reference in its place. ``""`` otherwise."""
+    from course_lib.grading import reach
+
+    parts, namespace = answer_code(obj, spec.name)
+    if not namespace:
+        return ""
+    used = set()
+    for _label, tree, _whole in parts:
+        for statement in tree.body:
+            used |= reach.reads(statement)
+    notes = []
+    chapter = CHAPTER_OF.get(spec.name)
+    for name in sorted(n for n in used - {spec.name}
+                       if CHAPTER_OF.get(n) == chapter):
+        theirs = namespace.get(name)
+        if not callable(theirs) or harness.in_library(
+                getattr(getattr(theirs, "__code__", None), "co_filename",
+                        "") or ""):
+            continue  # not the student's own
+        other = exercise(name)
+        try:
+            with harness.quiet():
+                engine_run(other, theirs)
+            continue
+        except GradingError as error:
+            first = str(error).splitlines()[0]
+        note = (f"{spec.name} calls your {name}, which fails its own "
+                f"check ({first}).")
+        namespace[name] = other.reference
+        try:
+            with harness.quiet():
+                engine_run(spec, obj)
+            note += (f" With course_lib's {name} in its place, your "
+                     f"{spec.name} passes every visible case: fix {name} "
+                     "and both will pass.")
+        except GradingError:
+            note += (f" With course_lib's {name} in its place your "
+                     f"{spec.name} still fails: it has a mistake of its "
+                     "own too.")
+        finally:
+            namespace[name] = theirs
+        notes.append(note)
+    return "\n".join(notes)
+
+
+def _restored(exercise_name, obj, frame):
+    """Say what the grader will say of the read-only cells
+    (``course_lib.grading.locked``): print each cell it will restore;
+    raise, before any tick, when work of the student's that this answer
+    runs (or the checked name itself) lives in one."""
+    import linecache
+
+    from course_lib.grading import locked, reach
+
+    path = locked.notebook_path(frame.f_globals)
+    if path is not None:
+        found = locked.from_notebook(path)
+    else:
+        text = "".join(linecache.getlines(frame.f_code.co_filename))
+        found = [r for r in [locked.caller_cell(exercise_name, text)]
+                 if r is not None]
+    used = {exercise_name}
+    if any(r.bound for r in found):
+        for _label, tree, _whole in answer_code(obj, exercise_name)[0]:
+            for statement in tree.body:
+                used |= reach.reads(statement)
+    for restored in found:  # what this answer loses
+        restored.names = tuple(sorted(set(restored.bound) & used))
+    lost = [r for r in found if r.names and r.what != "maybe"]
+    if lost:
+        raise GradingError("\n".join(r.message() for r in lost))
+    for restored in found:
+        print("\u26a0 " + restored.message())
 
 
 # the grader's limit on a cell (make grade's default): the local check
@@ -303,4 +390,12 @@ def forbidden(spec):
     course = {getattr(o, "__name__", "") for o in spec.forbidden_reference}
     return {"torch_names": frozenset(spec.forbidden_torch)
             | frozenset(spec.forbidden_aten),
-            "course_names": frozenset(course - {""})}
+            "course_names": frozenset(course - {""}),
+            "objects": frozenset(map(_path, spec.forbidden_reference)),
+            "modules": frozenset(spec.forbidden_modules),
+            "allowed": frozenset(map(_path, spec.builds_on))}
+
+
+def _path(obj):
+    """``module.qualname`` of a function or class."""
+    return f"{obj.__module__}.{obj.__qualname__}"

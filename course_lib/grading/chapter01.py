@@ -31,6 +31,8 @@ def _softmax_cases_visible():
              (randn(2, 4, 3, seed=16, dtype=F64, scale=3),)),
         Case("a (3, 4, 2) input along dim=1", (randn(3, 4, 2, seed=17),),
              {"dim": 1}),
+        Case("a (3, 3) matrix along dim=0 (its columns)",
+             (randn(3, 3, seed=18),), {"dim": 0}),
     ]
 
 

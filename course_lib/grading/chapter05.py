@@ -122,6 +122,7 @@ CROSSOVER_LENGTH = Exercise(
         Case("GPT-2 small's layer: D = 768, d_ff = 3072", (768, 3072)),
         Case("one feature: D = 1", (1,)),
         Case("D = 32, d_ff=128 by keyword", (32,), {"d_ff": 128}),
+        Case("d_ff = 0 given: attention alone, D = 16", (16, 0)),
     ],
     misconceptions=(
         Misconception(

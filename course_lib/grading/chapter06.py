@@ -235,6 +235,7 @@ def _relative_visible():
         Case("offset 3, d_model = 8", (3, 8)),
         Case("offset 2, d_model = 4, base=10 by keyword", (2, 4),
              {"base": 10.0}),
+        Case("offset 0 (the identity), d_model = 6", (0, 6)),
     ]
 
 

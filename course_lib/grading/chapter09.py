@@ -350,6 +350,11 @@ _STEPS = {"start": {3: 3, 4: 6, 5: 7, 6: 4},
           "next": {0: 5, 1: 3, 2: 6, 3: 4, 4: 5, 5: 2, 6: 2, 7: 7}}
 
 
+# tokens 0 eos, 1 bos, 2 pad here; 3 -> 4 -> eos, 5 -> 6 -> 7 -> eos
+_OTHER_IDS = {"start": {3: 3, 4: 5, 5: 6, 6: 3, 7: 7},
+              "next": {0: 4, 1: 3, 2: 3, 3: 4, 4: 0, 5: 6, 6: 7, 7: 0}}
+
+
 def _decode_with(model, src, *, bos_id, eos_id, pad_id, max_len,
                  stop="all", pad_finished=True, keep_bos=False,
                  position=-1, keep_eos=True):
@@ -413,6 +418,8 @@ GREEDY_DECODE = Exercise(
         ("one row never ends: cut at max_len 5", 8, _STEPS, [3, 5, 4],
          (1, 2, 0), 5),
         ("a single row, max_len 1", 8, _STEPS, [5], (1, 2, 0), 1),
+        ("other special ids: eos 0, pad 2", 8, _OTHER_IDS, [3, 5],
+         (1, 0, 2), 6),
     ], seed=940),
     misconceptions=(
         _wrong_decode(
@@ -433,6 +440,9 @@ GREEDY_DECODE = Exercise(
     forbidden_reference=(ref.greedy_decode,),
     shortcut_advice=("Write the loop yourself: call model(src, prefix), "
                      "take the argmax, append it."),
+    slow_hint=("Likely cause: a generation loop whose end is never "
+               "reached (one that waits for every row to produce <eos>, "
+               "with no max_len)."),
 )
 
 # ------------------------------------------------------- input dependence

@@ -236,6 +236,8 @@ KV_ATTENTION_STEP = Exercise(
              step_case((2, 2), 3, 2, 8, 2, seed=1036, dtype=F64)),
         Case("a single head, one new token after 3 cached",
              step_case((), 3, 1, 4, 1, seed=1039)),
+        Case("an empty cache (P = 0): a prompt of 3 tokens, H = 2",
+             step_case((), 0, 3, 8, 2, seed=1041)),
     ],
     misconceptions=(
         Misconception("the new tokens do not attend to themselves",

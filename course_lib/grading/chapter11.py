@@ -130,6 +130,10 @@ MERGE_PAIR = Exercise(
     forbidden_reference=(ref.merge_pair, bpe.merge, ref.bpe_encode,
                          bpe.Tokenizer),
     shortcut_advice="A loop over the list of ids is the intended way.",
+    slow_hint=("Likely cause: a merge loop whose end is never reached (a "
+               "while loop whose index does not move on past a merged "
+               "pair, or that looks again for a pair it has just "
+               "merged away)."),
 )
 
 
@@ -194,6 +198,16 @@ def _encode_with(ids, merges, first_id, *, how):
                 break
             r = pairs.index((x[at], x[at + 1]))
             x[at:at + 2] = [first_id + r]
+    elif how == "frequency":  # the pair most frequent in the word first
+        while True:
+            found = [(x[i], x[i + 1]) for i in range(len(x) - 1)
+                     if (x[i], x[i + 1]) in pairs]
+            if not found:
+                break
+            best = max(found, key=lambda p: (found.count(p),
+                                             -pairs.index(p)))
+            x = ref.merge_pair(torch.tensor(x), best,
+                               first_id + pairs.index(best)).tolist()
     elif how == "once":  # every merge in order, its first occurrence only
         for r, (a, b) in enumerate(pairs):
             for i in range(len(x) - 1):
@@ -232,6 +246,13 @@ BPE_ENCODE = Exercise(
              hand_case([0, 1, 2], [[1, 2], [0, 1], [0, 5]], 5)),
         Case("'abcd' with merges (b, c), (bc, d), (a, b)",
              hand_case([0, 1, 2, 3], [[1, 2], [5, 3], [0, 1]], 5)),
+        # (b, c) occurs twice, (a, b) once: the most frequent pair, the
+        # leftmost one and the lowest rank each give another result
+        Case("'bccabc' (ids 1 2 2 0 1 2) with merges (a, b), (c, c), "
+             "(b, c): (b, c) occurs twice",
+             hand_case([1, 2, 2, 0, 1, 2], [[0, 1], [2, 2], [1, 2]], 3),
+             kind="a pair that occurs more often than the pair of "
+             "lowest rank"),
         Case("' hello' with no merge that applies",
              (torch.tensor(list(b" hello")), encode_case("xyz", 2)[1],
               256)),
@@ -241,6 +262,12 @@ BPE_ENCODE = Exercise(
                       "merge the pair of LOWEST RANK present (the merge "
                       "learned first), wherever it sits in the word.",
                       lambda *a: _encode_with(*a, how="leftmost")),
+        Misconception("the pair that occurs most often in the word is "
+                      "merged first",
+                      "counting pairs is how training chose the merges; "
+                      "encoding replays them: merge the pair of LOWEST "
+                      "RANK present, however often it occurs.",
+                      lambda *a: _encode_with(*a, how="frequency")),
         Misconception("each merge is applied to its first occurrence "
                       "only",
                       "a merge replaces every occurrence of its pair in "
@@ -254,8 +281,16 @@ BPE_ENCODE = Exercise(
                       lambda *a: _encode_with(*a, how="longest")),
     ),
     forbidden_reference=(ref.bpe_encode, bpe.Tokenizer),
-    shortcut_advice=("Your own merge_pair (or a loop) is allowed; "
-                     "course_lib's tokenizer is not."),
+    # a tokenizer library encodes the pre-token whole
+    forbidden_modules=("course_lib.bpe", "tokenizers", "tiktoken",
+                       "sentencepiece", "transformers"),
+    slow_hint=("Likely cause: a loop over the merges whose end is never "
+               "reached (one that looks again and again for a pair that "
+               "is no longer there, or whose index does not move on past "
+               "a merged pair)."),
+    shortcut_advice=("Your own merge_pair (or a loop) is allowed; a "
+                     "ready-made tokenizer (course_lib's, or a library's "
+                     "such as tokenizers or tiktoken) is not."),
 )
 
 

@@ -130,14 +130,19 @@ WARMUP_COSINE = Exercise(
         schedule_case(40, 1.0, 20, 120, 0.1),
         schedule_case(150, 1e-2, 10, 100, 1e-3),
         schedule_case(70, 1e-2, 10, 100, None),
+        # 0 <= W: no warm-up at all, the cosine from step 0
+        schedule_case(0, 1e-2, 0, 100, 1e-3),
+        schedule_case(30, 1e-2, 0, 100, 1e-3),
     ],
     families=(Family("the warm-up", 1, _in_warmup),
               Family("the decay and after it", 1)),
     misconceptions=(
-        Misconception("the warm-up starts at a learning rate of 0",
-                      "step 0 already updates the weights: the warm-up "
-                      "rate is peak_lr (step + 1) / warmup_steps, so the "
-                      "last warm-up step reaches the peak.",
+        Misconception("the warm-up follows s / W (Hugging Face's and "
+                      "CS336's convention), not the text's (s + 1) / W",
+                      "the text's convention is peak_lr (step + 1) / "
+                      "warmup_steps: step 0 already updates the weights "
+                      "and the last warm-up step reaches the peak. Both "
+                      "are in use; the check follows the text.",
                       _schedule_wrong(from_zero=True)),
         Misconception("the cosine runs over all the steps, not those after "
                       "the warm-up",
@@ -157,6 +162,8 @@ WARMUP_COSINE = Exercise(
                                "CosineAnnealingWarmRestarts"}),
     forbidden_reference=(ref_optim.warmup_cosine,),
     shortcut_advice="math.cos is all it takes; no scheduler object.",
+    returns_float=True,
+    stated=("as a float", "0 \\le W < S"),
 )
 
 # ---------------------------------------------------------- AdamW step
@@ -253,6 +260,8 @@ ADAMW_STEP = Exercise(
                                "_single_tensor_adamw", "_single_tensor_adam",
                                "_fused_adamw", "_multi_tensor_adamw"}),
     forbidden_reference=(ref_optim.adamw_step, ref_optim.AdamW),
+    unchanged=(0, 1, 2, 3),
+    stated=("without changing the inputs",),
     shortcut_advice=("torch.optim.AdamW does the exercise: write the "
                      "update with tensor arithmetic."),
 )
@@ -328,6 +337,8 @@ GQA_ROPE_STEP = Exercise(
                  "H_kv = 3", (2, 2), 6, 2, 24, 6, 3, seed=1271, dtype=F64),
         gqa_case("multi-head (H_kv = H = 2), 2 new after 3 cached",
                  (), 3, 2, 8, 2, 2, seed=1281),
+        gqa_case("an empty cache (P = 0): a prompt of 3 tokens, H = 4, "
+                 "H_kv = 2", (), 0, 3, 16, 4, 2, seed=1291),
     ],
     misconceptions=(
         Misconception("the cache keeps the new keys before their rotation",
@@ -366,8 +377,11 @@ GQA_ROPE_STEP = Exercise(
                          ref_llama.GroupedQueryAttention,
                          ref_multihead.grouped_query_attention,
                          ref_multihead.multi_head_attention),
+    # the text: nothing of course_lib but the three it names
+    forbidden_modules=("course_lib",),
     shortcut_advice=("split_heads, merge_heads and apply_rotary (with its "
-                     "positions) are allowed; the step itself is yours."),
+                     "positions) are allowed, and nothing else of "
+                     "course_lib; the step itself is yours."),
 )
 
 EXERCISES = (RMS_NORM, WARMUP_COSINE, ADAMW_STEP, GQA_ROPE_STEP)

@@ -96,6 +96,9 @@ class Exercise:
     forbidden_torch: frozenset = frozenset()  # PyTorch names
     forbidden_aten: frozenset = frozenset()  # ATen op names
     forbidden_reference: tuple = ()  # course_lib objects
+    # modules every object of which is forbidden but those of builds_on
+    # (another library's, or course_lib's: "course_lib.attention")
+    forbidden_modules: tuple = ()
     # course_lib objects an answer may build on (another exercise of the
     # chapter asks for them): they stay in the grading kernel
     builds_on: tuple = ()
@@ -114,6 +117,18 @@ class Exercise:
     # the text says the result (each value, for a dict) is an int: a
     # float, even a whole one, fails
     integer: bool = False
+    # the text says the result is a Python float: a tensor, even a 0-d
+    # one, fails
+    returns_float: bool = False
+    # the text says the call leaves these positional arguments (their
+    # indices) unchanged: one changed in place fails
+    unchanged: tuple = ()
+    # the likely cause of a check that runs past the time limit, in
+    # this exercise's terms ("" : harness.LIKELY_SLOW)
+    slow_hint: str = ""
+    # the clauses of the text this data states, in the text's words
+    # (``tests/test_contracts.py`` finds each in the exercise's text)
+    stated: tuple = ()
 
 
 # ---------------------------------------------------------------- arrays
@@ -237,7 +252,8 @@ def payload(exercise, case):
             "kwargs": dict(case.kwargs), "init": dict(case.init),
             "calls": [dict(c) for c in exercise.calls],
             "watch_pairs": case.watch_pairs,
-            "return_args": exercise.inputs_after is not None}
+            "return_args": exercise.inputs_after is not None
+            or bool(exercise.unchanged)}
     if exercise.module:
         module = reference_module(exercise, case)
         data["params"] = {name: p.detach().clone()
@@ -358,6 +374,9 @@ def judge(exercise, case, outcome, *, hidden=False):
         expected = _outputs(exercise, _calls(exercise, reference, case),
                             "the reference")
     got = _outputs(exercise, _assembled(exercise, results, what), what)
+    message = _changed(exercise, case, outcome.get("args_after"))
+    if message:
+        raise GradingError(f"{what}: {message}")
     if exercise.inputs_after is not None:
         message = exercise.inputs_after(case, got, outcome.get("args_after")
                                         or ())
@@ -382,6 +401,40 @@ def judge(exercise, case, outcome, *, hidden=False):
             exercise, case, what, name, index, got, expected, wrong_fns,
             hidden))
     return worst
+
+
+def _changed(exercise, case, after):
+    """What the student's call changed of the inputs the text says it
+    leaves alone (``exercise.unchanged``), in words, or ``None``."""
+    if not exercise.unchanged:
+        return None
+    after = after if type(after) in (list, tuple) else ()
+    names = _parameter_names(exercise)
+    changed = []
+    for index in exercise.unchanged:
+        old = case.args[index]
+        new = after[index] if index < len(after) else None
+        if type(old) is torch.Tensor and not (
+                type(new) is torch.Tensor and new.shape == old.shape
+                and new.dtype == old.dtype and torch.equal(new, old)):
+            changed.append(names[index] if index < len(names)
+                           else f"argument {index + 1}")
+    if not changed:
+        return None
+    return (f"your call changed its input {', '.join(changed)}; the text "
+            "asks for new tensors and the inputs left as they were.\n"
+            "Likely mistake: an in-place update (x.mul_(...), x += ..., "
+            "x[...] = ..., as torch.optim does) writes into the caller's "
+            "tensor: compute new tensors instead (x = x * ...).")
+
+
+def _parameter_names(exercise):
+    import inspect
+
+    try:
+        return list(inspect.signature(exercise.reference).parameters)
+    except (TypeError, ValueError):
+        return []
 
 
 def _stopped(exercise, case, outcome, what, hidden=False):
@@ -574,6 +627,11 @@ def _compare(exercise, case, what, name, index, got_all, expected_all,
                  for key in keys]
     worst = 0.0
     for item_label, got_item, expected_item in pairs:
+        if exercise.returns_float and type(got_item) is not float:
+            raise GradingError(
+                f"{item_label}: expected a float, got {describe(got_item)}"
+                ". The exercise asks for a Python float: compute with "
+                "math (not torch), or convert with float().")
         if exercise.integer and type(got_item) is not int:
             raise GradingError(
                 f"{item_label}: expected an int, got {describe(got_item)}. "

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import io
 import os
+import re
 import warnings
 
 import torch
@@ -226,17 +227,63 @@ def report(exercise, obj, hidden):
 # ------------------------------------------- the time limit of a check
 
 TIME_LIMIT = 60  # seconds a cell may run under grading (make grade's)
-LIKELY_SLOW = ("Likely cause: a loop whose end is never reached (a "
-               "generation loop that waits for every row to end, with "
-               "no max_len), or far more work than the exercise needs "
-               "(a Python loop over every entry).")
+LIKELY_SLOW = ("Likely cause: a loop whose end is never reached, or far "
+               "more work than the exercise needs (a Python loop over "
+               "every entry).")
 
 
 def too_long(name, limit):
-    """The grader's message for a check stopped at ``limit`` (text)."""
+    """The grader's message for a check stopped at ``limit`` (text), with
+    the exercise's own likely cause (``Exercise.slow_hint``)."""
+    hint = LIKELY_SLOW
+    try:
+        from course_lib.grading import exercise
+
+        hint = exercise(name).slow_hint or LIKELY_SLOW
+    except ValueError:  # not an exercise: the general cause
+        pass
     return (f"{name}: your code ran longer than {limit} in this test cell "
-            "and was stopped (the check runs it on every case). No "
-            f"points.\n{LIKELY_SLOW}")
+            f"and was stopped (the check runs it on every case). No "
+            f"points.\n{hint}")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# a frame's header in IPython's traceback: "Cell In[4], line 7, in f"
+# or "File /path/to/file.py:12, in g"
+_FRAME = re.compile(r"^(?:Cell In\[(\d{1,9})\], line |File (.+):)"
+                    r"(\d{1,7})(?:, in ([A-Za-z_]\w{0,79}))?")
+
+
+def interrupted_at(outputs, sources=None):
+    """Where the student's code was when the grader stopped a cell at its
+    time limit: ``line N of your cell (in NAME): CODE``, from the
+    traceback of the ``KeyboardInterrupt`` in the cell's ``outputs`` (its
+    innermost frame outside the libraries), or ``None``. Only the line
+    number and the function's name are taken from the kernel's text;
+    ``CODE`` comes from ``sources`` (``{execution count: the cell's
+    source}``, the submitted notebook's own), never from the kernel."""
+    found = None
+    for output in outputs or ():
+        if output.get("output_type") != "error":
+            continue
+        for entry in output.get("traceback") or ():
+            for line in _ANSI.sub("", str(entry)).splitlines():
+                match = _FRAME.match(line.strip())
+                if match is None or (match.group(2) and in_library(
+                        match.group(2))):
+                    continue
+                count, _path, number, name = match.groups()
+                found = (int(count) if count else None, int(number), name)
+    if found is None:
+        return None
+    count, number, name = found
+    text = f"line {number} of your cell"
+    if name and name != "<module>":
+        text += f" (in {name})"
+    lines = (sources or {}).get(count, "").splitlines()
+    if 0 < number <= len(lines) and lines[number - 1].strip():
+        text += f": {lines[number - 1].strip()[:MAX_LINE]}"
+    return text
 
 
 class TimeUp(BaseException):

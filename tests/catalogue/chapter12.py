@@ -145,7 +145,7 @@ def rms_norm(x, weight, eps):
 '''),
     ],
     "warmup_cosine": [
-        ("the warm-up starts at a learning rate of 0", '''
+        ("the warm-up follows s / W", '''
 def warmup_cosine(step, *, peak_lr, warmup_steps, total_steps,
                   min_lr=0.0):
     if step < warmup_steps:
@@ -177,8 +177,36 @@ def warmup_cosine(step, *, peak_lr, warmup_steps, total_steps,
     t = (step - warmup_steps) / (total_steps - warmup_steps)
     return min_lr + (peak_lr - min_lr) * (1 + math.cos(math.pi * t)) / 2
 '''),
+        ("expected a float", '''
+def warmup_cosine(step, *, peak_lr, warmup_steps, total_steps,
+                  min_lr=0.0):
+    s = torch.tensor(float(step))
+    if step < warmup_steps:
+        return peak_lr * (s + 1) / warmup_steps
+    t = ((s - warmup_steps) / (total_steps - warmup_steps)).clamp(max=1)
+    return min_lr + (peak_lr - min_lr) * (1 + torch.cos(math.pi * t)) / 2
+'''),
+        ("ZeroDivisionError", '''
+def warmup_cosine(step, *, peak_lr, warmup_steps, total_steps,
+                  min_lr=0.0):
+    rise = peak_lr * (step + 1) / warmup_steps
+    t = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+    fall = min_lr + (peak_lr - min_lr) * (1 + math.cos(math.pi * t)) / 2
+    return rise if step < warmup_steps else fall
+'''),
     ],
     "adamw_step": [
+        ("an in-place update", '''
+def adamw_step(param, grad, exp_avg, exp_avg_sq, step, *, lr, betas,
+               eps, weight_decay):
+    b1, b2 = betas
+    param.mul_(1 - lr * weight_decay)
+    exp_avg.mul_(b1).add_(grad, alpha=1 - b1)
+    exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    denom = (exp_avg_sq / (1 - b2 ** step)).sqrt() + eps
+    param.add_(exp_avg / (1 - b1 ** step) / denom, alpha=-lr)
+    return param, exp_avg, exp_avg_sq
+'''),
         ("the weight decay is added to the gradient", '''
 def adamw_step(param, grad, exp_avg, exp_avg_sq, step, *, lr, betas,
                eps, weight_decay):
@@ -321,6 +349,25 @@ from course_lib.kv_cache import gqa_rope_step as _ref
 def gqa_rope_step(*args):
     return _ref(*args)
 ''', "course_lib's gqa_rope_step"),
+    ("gqa_rope_step through chapter 2's attention", "gqa_rope_step", '''
+from course_lib.attention import scaled_dot_product_attention as attend
+from course_lib.multihead import merge_heads, split_heads
+from course_lib.positional import apply_rotary
+def gqa_rope_step(X_new, K_cache, V_cache, W_q, W_k, W_v, W_o, n_heads,
+                  n_kv_heads, theta):
+    T, P = X_new.shape[-2], K_cache.shape[-2]
+    at = torch.arange(P, P + T)
+    Q = apply_rotary(split_heads(X_new @ W_q, n_heads), theta, at)
+    K = torch.cat([K_cache, apply_rotary(split_heads(X_new @ W_k,
+                                                     n_kv_heads),
+                                         theta, at)], -2)
+    V = torch.cat([V_cache, split_heads(X_new @ W_v, n_kv_heads)], -2)
+    r = n_heads // n_kv_heads
+    mask = torch.ones(T, P + T, dtype=torch.bool).tril(P)
+    Y = attend(Q, K.repeat_interleave(r, -3), V.repeat_interleave(r, -3),
+               mask)
+    return merge_heads(Y) @ W_o, K, V
+''', "course_lib's attention.scaled_dot_product_attention"),
     ("warmup_cosine calls the reference", "warmup_cosine", '''
 from course_lib import optim as _o
 def warmup_cosine(step, **kw):
