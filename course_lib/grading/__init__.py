@@ -15,6 +15,7 @@ Each chapter's exercises live in one module (``chapter01`` ...), loaded
 when first checked; the engine is in ``engine``.
 """
 
+import functools
 import importlib
 import sys
 
@@ -350,14 +351,23 @@ def _function(value):
 
 def _cell_tree(filename):
     """The parsed text of a cell or file ``linecache`` holds, or None."""
-    import ast
     import linecache
 
     text = "".join(linecache.getlines(filename))
+    return _parsed(text), text
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text):
+    """``ast.parse(text)`` or None, once per text: every check reads
+    every cell the kernel has run, so a long session would parse the
+    same cells again at each check (the trees are only read)."""
+    import ast
+
     try:
-        return ast.parse(text), text
+        return ast.parse(text)
     except (SyntaxError, ValueError):
-        return None, text
+        return None
 
 
 def _function_source(code):
