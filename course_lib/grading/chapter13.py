@@ -113,7 +113,9 @@ def _merge_with(a, b, *, rescale=True, inverted=False, keep_first=False,
     if not rescale:
         alpha = beta = torch.ones_like(m)
     elif inverted:
-        alpha, beta = torch.exp(shift - m_a), torch.exp(shift - m_b)
+        # a part with no key weighs 0 (the guard), the others inverted
+        alpha, beta = (torch.where(torch.isfinite(x), torch.exp(shift - x),
+                                   torch.zeros_like(x)) for x in (m_a, m_b))
     else:
         alpha, beta = torch.exp(m_a - shift), torch.exp(m_b - shift)
     return (m, alpha * l_a + beta * l_b,
@@ -214,7 +216,8 @@ def _tiled_with(Q, K, V, mask=None, causal=False, block_q=64, block_k=64,
     m = S.amax(-1)
     P = torch.exp(S - (_finite(m) if guard else m).unsqueeze(-1))
     ell = P.sum(-1)
-    out = (P @ V) / torch.where(ell == 0, 1.0, ell).unsqueeze(-1)
+    # a query left with no key gets 0 / 0 = NaN, as in a student's loop
+    out = (P @ V) / ell.unsqueeze(-1)
     lse = torch.log(ell) + (m if use_m else 0.0)
     return (out, lse) if return_lse else out
 
@@ -230,6 +233,8 @@ def _tiled_loop(Q, K, V, mask=None, causal=False, block_q=64, block_k=64,
         r = slice(i, min(i + block_q, N_q))
         m = ell = o = None
         for j in range(0, N_k, block_k):
+            if causal and j > r.stop - 1:
+                break  # the tiles wholly above the diagonal
             c = slice(j, min(j + block_k, N_k))
             S = Q[..., r, :] @ K[..., c, :].transpose(-2, -1)
             S = S / math.sqrt(Q.shape[-1])
@@ -445,7 +450,7 @@ def _colleague(q, K, V, mask=None, chunk_size=256, *, bounds=True,
 def _decode_cases(specs, seed):
     """Cases ``(label, batch, N, d_k, d_v, dtype, chunk, padding)``:
     ``padding`` None (no mask) or the number of masked slots at the
-    start of every sequence (a left-padded batch)."""
+    start of the first sequence (a left-padded batch)."""
     cases = []
     for i, (label, batch, n, d_k, d_v, dtype, chunk, padding) in \
             enumerate(specs):
@@ -454,8 +459,9 @@ def _decode_cases(specs, seed):
         V = randn(*batch, n, d_v, seed=seed + 4 * i + 2, dtype=dtype)
         mask = None
         if padding is not None:
+            # the first sequence is left-padded, the others are not
             mask = torch.ones(*batch, n, dtype=torch.bool)
-            mask[..., :padding] = False
+            mask[(0,) * len(batch) + (slice(0, padding),)] = False
         cases.append(Case(label, (q, K, V, mask), {"chunk_size": chunk}))
     return cases
 

@@ -44,7 +44,9 @@ def tiled_attention(Q, K, V, mask=None, causal=False, block_q=64,
     for i in range(0, N_q, block_q):
         Q_i = Q[..., i:i + block_q, :]
         b_q = Q_i.shape[-2]
-        m = l = o = None
+        m = torch.full(Q_i.shape[:-1], float("-inf"), dtype=Q.dtype)
+        l = torch.zeros(Q_i.shape[:-1], dtype=Q.dtype)
+        o = torch.zeros(*Q_i.shape[:-1], V.shape[-1], dtype=Q.dtype)
         for j in range(0, N_k, block_k):
             if %s:
                 break
@@ -61,14 +63,11 @@ def tiled_attention(Q, K, V, mask=None, causal=False, block_q=64,
             shift = %s
             P = torch.exp(S - shift[..., None])
             l_t, o_t = P.sum(-1), P @ V[..., j:j + block_k, :]
-            if m is None:
-                m, l, o = m_t, l_t, o_t
-            else:
-                m_new = torch.maximum(m, m_t)
-                top = torch.where(torch.isfinite(m_new), m_new, 0.0)
-                a, b = torch.exp(m - top), torch.exp(m_t - top)
-                m, l, o = (m_new, a * l + b * l_t,
-                           a[..., None] * o + b[..., None] * o_t)
+            m_new = torch.maximum(m, m_t)
+            top = torch.where(torch.isfinite(m_new), m_new, 0.0)
+            a, b = torch.exp(m - top), torch.exp(m_t - top)
+            m, l, o = (m_new, a * l + b * l_t,
+                       a[..., None] * o + b[..., None] * o_t)
         outs.append(o / l[..., None])
         lses.append(m + torch.log(l))
     out, lse = torch.cat(outs, -2), torch.cat(lses, -1)
