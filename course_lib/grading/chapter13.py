@@ -313,6 +313,8 @@ TILED_ATTENTION = Exercise(
          True, 8, 16, None),
         ("30 queries, 40 keys in float64, blocks of 16 and 8, a mask", (),
          30, 40, 3, 2, F64, False, 16, 8, "random"),
+        ("N = 9, blocks of 4 and 2, causal and a mask", (2,), 9, 9, 3, 2,
+         F32, True, 4, 2, "random"),
     ], seed=1321),
     misconceptions=(
         _wrong("causal ignored", _CAUSAL, _tiled_with, ignore_causal=True),

@@ -82,6 +82,8 @@ def _tiled_hidden():
          F32, True, 4, 4, None),
         ("N = n, blocks of 4, not causal", (), n[1], n[1], 3, 2, F32,
          False, 4, 4, None),
+        ("N = n, blocks of 4 and 2, causal and a mask", (2,), n[0], n[0],
+         3, 2, F32, True, 4, 2, "random"),
     ], seed=1451)
 
 
