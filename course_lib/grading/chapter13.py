@@ -81,6 +81,7 @@ ONLINE_SOFTMAX = Exercise(
              (_x((2, 2, 9), 1303, F64),), {"block_size": 4}),
         Case("entries far apart (scale 300), blocks of 1",
              (_x((4, 6), 1304, scale=300.0),), {"block_size": 1}),
+        Case("(2, 6) rows, the default blocks (of 1)", (_x((2, 6), 1307),)),
         Case("some entries -inf (masked), blocks of 2",
              (_with_masked(_x((3, 7), 1305), 1306),), {"block_size": 2}),
     ],
@@ -265,9 +266,10 @@ def _qkv(batch, n_q, n_k, d_k, d_v, seed, dtype=F32, scale=1.0):
 
 def _tiled_cases(specs, seed):
     """Cases ``(label, batch, N_q, N_k, d_k, d_v, dtype, causal, b_q,
-    b_k, mask)``, ``mask`` None, ``"random"`` or ``"blank"`` (random, and
-    the first tile of keys masked for every query); every case with N_q
-    N_k >= 600 refuses an (N_q, N_k) tensor."""
+    b_k, mask)``, ``causal`` ``None`` to leave it to its default (False),
+    ``mask`` None, ``"random"`` or ``"blank"`` (random, and the first
+    tile of keys masked for every query); every case with N_q N_k >= 600
+    refuses an (N_q, N_k) tensor."""
     cases = []
     for i, (label, batch, n_q, n_k, d_k, d_v, dtype, causal, b_q, b_k,
             mask) in enumerate(specs):
@@ -278,9 +280,10 @@ def _tiled_cases(specs, seed):
             if mask == "blank":
                 keep[..., :b_k] = False
                 keep[..., b_k] = True  # every query keeps a key
-        cases.append(Case(label, (Q, K, V, keep),
-                          {"causal": causal, "block_q": b_q,
-                           "block_k": b_k, "return_lse": True},
+        options = {"block_q": b_q, "block_k": b_k, "return_lse": True}
+        if causal is not None:
+            options["causal"] = causal
+        cases.append(Case(label, (Q, K, V, keep), options,
                           watch_pairs=n_q * n_k >= 600))
     return cases
 
@@ -315,6 +318,14 @@ TILED_ATTENTION = Exercise(
          30, 40, 3, 2, F64, False, 16, 8, "random"),
         ("N = 9, blocks of 4 and 2, causal and a mask", (2,), 9, 9, 3, 2,
          F32, True, 4, 2, "random"),
+        ("one query, 9 keys in blocks of 4, a mask", (1,), 1, 9, 3, 2,
+         F32, False, 1, 4, "random"),
+        ("2 queries, 2 keys, blocks of 1, a mask", (), 2, 2, 3, 2, F32,
+         False, 1, 1, "random"),
+        ("4 queries, one key, blocks of 3 and 1, a mask", (2,), 4, 1, 3,
+         2, F32, False, 3, 1, "random"),
+        ("6 queries, 8 keys, causal left to its default", (2,), 6, 8, 3,
+         2, F32, None, 4, 3, None),
     ], seed=1321),
     misconceptions=(
         _wrong("causal ignored", _CAUSAL, _tiled_with, ignore_causal=True),

@@ -38,6 +38,8 @@ def _online_hidden():
              {"block_size": 7}),
         Case("a row of n, blocks of 2", (_x((_n(5, 9, 1413),), 1414),),
              {"block_size": 2}),
+        Case("(r, n) rows, the default blocks (of 1)",
+             (_x((_n(2, 4, 1415), _n(5, 8, 1416)), 1417),)),
     ]
 
 
@@ -84,6 +86,15 @@ def _tiled_hidden():
          False, 4, 4, None),
         ("N = n, blocks of 4 and 2, causal and a mask", (2,), n[0], n[0],
          3, 2, F32, True, 4, 2, "random"),
+        ("one query, n keys in blocks of 4, a mask", (1,), 1, n[1] + 4, 3,
+         2, F32, False, 1, 4, "random"),
+        ("2 queries, 2 keys, blocks of 1, a mask", (), 2, 2, 3, 2, F32,
+         False, 1, 1, "random"),
+        ("n queries, one key, blocks of 3 and 1, a mask", (2,), n[1], 1,
+         3, 2, F32, False, 3, 1, "random"),
+        ("queries and keys of other lengths, causal left to its default",
+         (2,), _n(5, 7, 1447), _n(8, 11, 1448), 3, 2, F32, None, 4, 3,
+         None),
     ], seed=1451)
 
 
