@@ -60,6 +60,9 @@ CHAPTER_OF = {
     "bpe_encode": "chapter11", "bits_per_character": "chapter11",
     "rms_norm": "chapter12", "warmup_cosine": "chapter12",
     "adamw_step": "chapter12", "gqa_rope_step": "chapter12",
+    "online_softmax": "chapter13", "merge_partials": "chapter13",
+    "tiled_attention": "chapter13", "tile_backward": "chapter13",
+    "chunked_decode_step": "chapter13",
 }
 
 
