@@ -208,7 +208,10 @@ def pg_server():
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, pg_server):
     """The class, graded by two workers into PostgreSQL (SQLite when no
-    server can be had): ``(course, gradebook URL, {student: outcome})``."""
+    server can be had): ``(course, gradebook URL, {student: outcome})``.
+    Its "loop" student's timeout is the student's only where the grader
+    measures that its kernel was not starved: the tests that read it are
+    marked ``alone`` (no test beside them)."""
     course = _make_course(tmp_path_factory.mktemp("class") / "course")
     url = pg_server[0] or f"sqlite:///{course / 'gradebook.db'}"
     outcomes = grade_class(_options(course, jobs=2, db_url=url))
@@ -217,6 +220,7 @@ def graded(tmp_path_factory, pg_server):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_every_submission_gets_its_score_and_reason(graded):
     course, url, outcomes = graded
     assert sorted(outcomes) == sorted(EXPECTED)
@@ -236,6 +240,7 @@ def test_every_submission_gets_its_score_and_reason(graded):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_csv_and_feedback(graded):
     course, _, _ = graded
     rows = (course / "grades.csv").read_text().splitlines()
@@ -267,6 +272,7 @@ def test_csv_and_feedback(graded):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_nothing_a_submission_wrote_acts_on_the_instructor(graded):
     """Non-UTF-8 names and escape codes reach the summary as printable
     text; the graded notebook has no script and no raw HTML."""
@@ -289,6 +295,7 @@ def test_nothing_a_submission_wrote_acts_on_the_instructor(graded):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_postgresql_gradebook(graded, pg_server):
     server, why = pg_server
     if server is None:
@@ -300,6 +307,7 @@ def test_postgresql_gradebook(graded, pg_server):
 
 
 @pytest.mark.e2e
+@pytest.mark.alone
 def test_rerun_grades_only_what_changed_or_is_missing(graded):
     course, db, _ = graded
     before = _scores(db)

@@ -67,6 +67,8 @@ def _append(course, student, source):
     nbformat.write(notebook, path)
 
 
+# whose fault a timeout is, is measured on the machine: no test beside
+@pytest.mark.alone
 def test_a_stall_or_a_flood_is_graded_and_a_late_stall_keeps_points(
         tmp_path):
     course = _course(tmp_path)
@@ -142,6 +144,8 @@ def _starve(marker, stop, seconds=90):
     return True
 
 
+# whose fault a timeout is, is measured on the machine: no test beside
+@pytest.mark.alone
 def test_an_honest_notebook_starved_beside_a_hog_is_graded_next_run(
         tmp_path):
     course = _course(tmp_path)
