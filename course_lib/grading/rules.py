@@ -71,10 +71,11 @@ class Finding:
         return f"{cell}line {self.line}"
 
 
-def aliases(trees):
-    """``{local name: dotted module or object path}`` from imports."""
+def aliases(trees, *, defaults=True):
+    """``{local name: dotted module or object path}`` from imports
+    (``defaults``: with ``torch``, ``F`` and ``nn`` bound as usual)."""
     found = {"torch": "torch", "F": "torch.nn.functional",
-             "nn": "torch.nn"}
+             "nn": "torch.nn"} if defaults else {}
     for tree in trees:
         for node in _statements(tree):
             if isinstance(node, ast.Import):
@@ -96,6 +97,11 @@ def aliases(trees):
                 if path:
                     found[node.targets[0].id] = path
     return found
+
+
+def _own_bindings(tree):
+    """What ``tree`` itself binds by import or assignment."""
+    return aliases([tree], defaults=False)
 
 
 def dotted(node, aliases):
@@ -261,6 +267,9 @@ def uses(tree, *, torch_names, course_names, aliases, cell=None,
     name is no use of it. PyTorch's names (``torch_names``) are also
     found as methods (``x.softmax(-1)``)."""
     found = []
+    # the names the analysed code binds itself come first: a name bound
+    # again in another cell (two cheats' ``_ref``) does not hide them
+    aliases = {**aliases, **_own_bindings(tree)}
 
     def add(node, name, owner):
         found.append(Finding(cell, getattr(node, "lineno", 0), name, owner,
