@@ -387,3 +387,43 @@ def test_memory_is_the_control_groups_not_the_address_space(tmp_path):
         assert cgroup.events(folders)["oom_kill"] >= 1
     finally:
         cgroup.remove(folders)
+
+
+@root_only
+def test_a_killed_graders_empty_groups_are_swept():
+    """A grader killed mid-run leaves its kernel's groups; the next box
+    removes the empty groups of ended graders, and leaves a living
+    grader's groups and any group with a process in it."""
+    from course_tools.classroom import box, cgroup
+
+    def ended_pid(start):
+        pid = start
+        while Path(f"/proc/{pid}").exists():
+            pid += 7919
+        return pid
+
+    child = subprocess.Popen(["sleep", "60"])
+    dead = ended_pid(child.pid + 1)
+    uids = {"ended": dead, "alive": os.getpid(),
+            "busy": ended_pid(dead + 1)}
+    groups = {k: cgroup.plan(f"course-kernel-{box.UID_BASE + pid}")[1]
+              for k, pid in uids.items()}
+    try:
+        if not groups["ended"]:
+            pytest.skip("no control group can be made here")
+        for folders in groups.values():
+            cgroup.create(folders, memory_mb=64, pids=8, cpus=0)
+        for folder in groups["busy"]:
+            with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                f.write(str(child.pid))
+        removed = cgroup.sweep("course-kernel-", box._grader_gone,
+                               older_s=0)
+        # (and any other ended grader's empty groups on this machine)
+        assert set(groups["ended"]) <= set(removed)
+        assert all(os.path.isdir(f)
+                   for f in groups["alive"] + groups["busy"])
+    finally:
+        child.kill()
+        child.wait()
+        for folders in groups.values():
+            cgroup.remove(folders)

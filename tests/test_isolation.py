@@ -43,6 +43,7 @@ DISK_MB = 64
 TIMEOUT = 40  # seconds per cell: four children fill 4 GB, slowly
 # What the grader writes into the course; a kernel may change nothing.
 GRADER_WRITES = {"gradebook.db", "gradebook.db-journal", "grades.csv",
+                 "grades-wide.csv",
                  "grading_state.json", ".grading.lock", "autograded",
                  ".grading-templates",
                  "feedback"}

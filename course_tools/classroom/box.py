@@ -124,6 +124,12 @@ def kill_user(uid, seconds=5.0):
         time.sleep(0.02)
 
 
+def _grader_gone(uid):
+    """Whether the grading process of kernel uid ``uid`` has ended."""
+    pid = uid - UID_BASE
+    return pid > 0 and not os.path.exists(f"/proc/{pid}")
+
+
 class Box:
     """One worker's box, opened before each kernel and closed after."""
 
@@ -134,6 +140,8 @@ class Box:
         self.memory_mb, self.pids = memory_mb, pids
         self.cpus, self.cpu_s = cpus, cpu_s
         self.kind, self.groups = cgroup.plan(f"course-kernel-{uid}")
+        # the groups of graders killed mid-run (no close), when empty
+        cgroup.sweep("course-kernel-", _grader_gone)
         self.mounted = False
         self.watch = None
         # of the last kernel: whether it spent its CPU budget, the
@@ -207,10 +215,12 @@ class Box:
                       files.copy_tree(self.folder / "work", target,
                                       overwrite=False, **COPY_BACK)]
         finally:
-            umount(self.folder)
-            self.mounted = False
-        if self.groups:
-            cgroup.remove(self.groups)
+            try:
+                umount(self.folder)
+                self.mounted = False
+            finally:
+                if self.groups:
+                    cgroup.remove(self.groups)
         return notes
 
 

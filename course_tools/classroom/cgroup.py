@@ -247,6 +247,34 @@ def throttled(folders):
     return total
 
 
+def sweep(prefix, gone, *, older_s=60.0):
+    """Remove the empty groups ``prefix`` + a number whose owner is gone
+    (``gone(number)`` true) and that are older than ``older_s``: what
+    a grader killed mid-run left. A group with a process in it is never
+    touched. Return the folders removed."""
+    removed = []
+    parents = {os.path.dirname(f) for f in plan(prefix + "0")[1]}
+    for parent in sorted(parents):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            number = name.removeprefix(prefix)
+            folder = os.path.join(parent, name)
+            if not name.startswith(prefix) or not number.isdigit() or \
+                    not gone(int(number)) or members([folder]):
+                continue
+            try:
+                if time.time() - os.stat(folder).st_mtime < older_s:
+                    continue
+                os.rmdir(folder)
+                removed.append(folder)
+            except OSError:
+                continue
+    return removed
+
+
 def remove(folders):
     """Kill what is left and remove the groups."""
     for folder in folders:
