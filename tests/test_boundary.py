@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -468,6 +469,103 @@ def test_a_written_answers_mathematics_cannot_restyle_the_page(source):
     for word in ("style", "class", "cssId", "unicode", "href", "require",
                  "def"):
         assert f"\\{word}" not in read, read
+
+
+# MathJax with every TeX extension and no Safe extension (the offline
+# copy the book builds with): stronger than the formgrader's MathJax 2
+# with Safe, so what holds here holds there.
+MATHJAX = next(Path(sys.prefix).glob(
+    "lib/python3*/site-packages/sphinx-mathjax-offline/static/mathjax/"
+    "tex-chtml-full.js"), None)
+MATH_PAGE = """<!doctype html><html><head><meta charset="utf-8"><script>
+window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']],
+  displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']],
+  processEscapes: true}};
+</script><script src="%s"></script></head><body style="margin:0">
+<header id="header" style="height:100px">the grader's page</header>
+<div id="box" style="width:600px">%s</div>
+<footer id="footer" style="height:100px">the grader's page</footer>
+</body></html>"""
+# What an answer did to the page: an element of the answer on top of the
+# grader's page, an id or a class of its own, a link, a style with a
+# position or a URL (MathJax's own classes and its red "unknown
+# command" aside).
+MATH_EFFECTS = r"""async () => {
+  await MathJax.startup.promise;
+  const box = document.getElementById('box'), found = [];
+  for (const id of ['header', 'footer']) {
+    const r = document.getElementById(id).getBoundingClientRect();
+    for (const [x, y] of [[5, r.top + 5], [r.width / 2, r.top + 50],
+                          [r.width - 5, r.bottom - 5]]) {
+      const top = document.elementFromPoint(x, y);
+      if (top && box.contains(top)) found.push('covers ' + id);
+    }
+  }
+  const own = /^(mjx|MJX|MathJax|CtxtMenu|TEX-|course-)/;
+  for (const e of box.querySelectorAll('*')) {
+    if (e.id) found.push('id ' + e.id);
+    for (const c of e.classList) if (!own.test(c)) found.push('class ' + c);
+    if (e.closest('a[href]')) found.push('link');
+    if (/position:\s*(fixed|absolute|sticky)|url\(/i.test(
+        e.getAttribute('style') || ''))
+      found.push('style ' + e.getAttribute('style'));
+  }
+  return [...new Set(found)];
+}"""
+# each attack's effect where the answer reaches MathJax as written
+EFFECT_OF = {0: "covers header", 1: "style", 2: "class jp-Cell", 4: "link"}
+
+
+@pytest.fixture(scope="module")
+def math_tab():
+    from tests.test_book import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists() or MATHJAX is None:
+        pytest.fail("chromium and the offline MathJax are needed (make "
+                    "setup, make system-packages)", pytrace=False)
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile, \
+            sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1000, "height": 800})
+
+        def effects(answer, folder):
+            page = folder / "page.html"
+            page.write_text(MATH_PAGE % (MATHJAX.as_uri(), answer))
+            tab = context.new_page()
+            requested = []
+            tab.on("request", lambda r: requested.append(r.url)
+                   if not r.url.startswith("file:") else None)
+            try:
+                tab.goto(page.as_uri())
+                found = tab.evaluate(MATH_EFFECTS)
+            finally:
+                tab.close()
+            return found + [f"request {u}" for u in requested]
+
+        yield effects
+        context.close()
+
+
+@pytest.mark.e2e
+def test_written_mathematics_changes_nothing_in_a_browser(math_tab,
+                                                          tmp_path):
+    """Rendered in headless Chromium by a MathJax with every extension
+    and no Safe mode, no attack of ``MATH_ATTACKS`` changes anything
+    outside its answer (covers the page, sets an id, a class, a link, a
+    position, loads a URL); the same mathematics, not sanitised, does
+    (so the test can fail)."""
+    for k, source in enumerate(MATH_ATTACKS):
+        shown, _ = text.render_markdown(source)
+        assert math_tab(shown, tmp_path) == [], source
+        if k in EFFECT_OF:
+            raw = math_tab(f"<p>{source}</p>", tmp_path)
+            assert any(e.startswith(EFFECT_OF[k]) for e in raw), (source,
+                                                                 raw)
 
 
 def test_the_courses_own_mathematics_is_allowed():

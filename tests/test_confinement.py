@@ -427,3 +427,154 @@ def test_a_killed_graders_empty_groups_are_swept():
         child.wait()
         for folders in groups.values():
             cgroup.remove(folders)
+
+
+@root_only
+def test_what_students_usually_do_works_in_a_kernel(tmp_path):
+    """Threads, processes, the shell, files, signals, local sockets,
+    asyncio, the usual formats, NumPy, SciPy, PyTorch's DataLoader with
+    workers, Matplotlib and Pillow all work under the kernel's system
+    call profile (``course_tools/classroom/usual_libraries.py``)."""
+    from course_tools.classroom import usual_libraries
+
+    source = Path(usual_libraries.__file__).read_text()
+    result = _launch(tmp_path, ["python", "-c", source],
+                     "--memory-mb=3072")
+    assert "FAILED = []" in result.stdout, result.stdout + result.stderr
+
+
+# One kernel holds locks on a file of the shared, read-only Python
+# installation; a second kernel, graded at the same time, looks.
+HOLD = """
+import fcntl, os, struct, sys, time
+handle = open(os.__file__, "rb")
+fcntl.flock(handle, fcntl.LOCK_SH)
+fcntl.lockf(handle, fcntl.LOCK_SH)
+print("held", flush=True)
+time.sleep(20)
+"""
+LOOK = """
+import fcntl, os, struct
+handle = open(os.__file__, "rb")
+seen = {}
+try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    seen["flock"] = False
+except BlockingIOError:
+    seen["flock"] = True
+query = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+kind = struct.unpack("hhqqi", fcntl.fcntl(handle, fcntl.F_GETLK, query))[0]
+seen["fcntl"] = kind != fcntl.F_UNLCK
+print(sorted(k for k, v in seen.items() if v))
+"""
+
+
+@root_only
+def test_what_one_kernel_can_observe_of_another(tmp_path):
+    """What ``guarantees.md`` says one concurrent kernel can still see of
+    another through the shared read-only installation, measured: the
+    advisory locks it holds on a file both can open (``flock`` and
+    ``fcntl`` locks need no write access), a channel between two
+    cooperating kernels only; the grader takes no lock there."""
+    argv = [sys.executable, "-I", "-m", "course_tools.classroom.sandbox",
+            f"--read-only={sys.prefix}", f"--read-only={sys.base_prefix}",
+            "--uid=%d", "--"]
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    from course_tools.classroom import box
+
+    holder = subprocess.Popen(
+        [a.replace("%d", str(box.UID_BASE + 11)) for a in argv]
+        + ["python", "-c", HOLD], cwd=first, stdout=subprocess.PIPE,
+        text=True)
+    try:
+        line = holder.stdout.readline()
+        if line.startswith("not isolated"):
+            pytest.skip(line)
+        assert line.strip() == "held", line
+        looked = _launch(second, ["python", "-c", LOOK],
+                         f"--uid={box.UID_BASE + 12}")
+        assert looked.stdout.strip() == "['fcntl', 'flock']", looked
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# A kernel's child calls each system call by number with bad arguments:
+# refused by the filter, it fails with EPERM; let through, with what the
+# machine's kernel says of the arguments.
+BY_NUMBER = """
+import ctypes, json, sys
+libc = ctypes.CDLL(None, use_errno=True)
+found = {}
+for name, number in json.loads(sys.argv[1]).items():
+    ctypes.set_errno(0)
+    libc.syscall(number, -1, 0, 0, 0, 0, 0)
+    found[name] = ctypes.get_errno()
+print(json.dumps(found))
+"""
+
+
+@root_only
+def test_a_kernel_gets_only_the_calls_kernels_were_recorded_making(
+        tmp_path):
+    """Calls Docker's profile allows but no kernel made when recorded
+    (``scripts/record_syscalls.py``) fail with EPERM in a kernel; calls
+    kernels made go through."""
+    recorded = seccomp.recorded()
+    if recorded is None:
+        pytest.skip(f"no recording for {platform.machine()}")
+    docker = {n for names, action, _ in
+              seccomp.rules(allowed=None)[1]
+              if action == seccomp.ALLOW for n in names}
+    lib = seccomp._library()
+    number = {n: lib.seccomp_syscall_resolve_name(n.encode())
+              for n in docker}
+    refused = sorted(n for n in docker - recorded
+                     if n in ("mknodat", "splice", "tee", "memfd_create",
+                              "getcpu", "mincore", "msgget", "semget"))
+    allowed = ["getppid", "sched_getaffinity", "dup"]
+    assert refused and set(allowed) <= recorded
+    calls = {n: number[n] for n in refused + allowed}
+    result = _launch(tmp_path, ["python", "-c", BY_NUMBER,
+                                json.dumps(calls)])
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {n: got[n] == errno.EPERM for n in calls} == {
+        n: n in refused for n in calls}, got
+
+
+def test_what_a_confined_process_called_is_read_from_the_traces(tmp_path):
+    """``syscalls.confined_calls`` counts, in the process that loaded
+    the filter, the calls after it, and every call of the processes and
+    threads it started afterwards (their pids as the tracer sees them,
+    across a PID namespace); nothing of the set-up before, nor of a
+    process started before the filter."""
+    from course_tools.classroom import syscalls
+
+    traces = {
+        10: ["unshare(CLONE_NEWPID) = 0",
+             "clone(child_stack=NULL, flags=SIGCHLD) = 11",
+             "mount(NULL, \"/\", NULL, MS_REC, NULL) = 0",
+             "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, {len=411, "
+             "filter=0x55}) = 0",
+             "openat(AT_FDCWD, \"x\", O_RDONLY) = 3",
+             "vfork()                                 = 2 /* 12 in "
+             "strace's PID NS */",
+             "clone3({flags=CLONE_VM|CLONE_THREAD, ...}, 88) = -1 ENOSYS",
+             "clone(child_stack=0x7f, flags=CLONE_VM|CLONE_THREAD) = 13",
+             "+++ exited with 0 +++"],
+        11: ["setsid() = 11", "pivot_root(\".\", \"old\") = 0"],
+        12: ["execve(\"/usr/bin/true\", [...], 0x5 /* 3 vars */) = 0",
+             "exit_group(0) = ?"],
+        13: ["futex(0x7f, FUTEX_WAIT, 0, NULL) = 0",
+             "--- SIGINT {si_signo=SIGINT} ---",
+             "restart_syscall(<... resuming interrupted read ...>) = 0"],
+    }
+    for pid, lines in traces.items():
+        (tmp_path / f"{syscalls.PREFIX}.{pid}").write_text(
+            "\n".join(lines) + "\n")
+    calls = syscalls.confined_calls(tmp_path)
+    assert calls == {"openat": 1, "vfork": 1, "clone3": 1, "clone": 1,
+                     "execve": 1, "exit_group": 1, "futex": 1,
+                     "restart_syscall": 1}, calls

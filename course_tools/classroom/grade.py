@@ -62,6 +62,8 @@ class Options:
     progress: bool = True
     skip_tagged: bool = True  # skip cells tagged skip-when-grading
     students: tuple = ()  # grade only these students (default: all)
+    # record the kernels' system calls there (scripts/record_syscalls.py)
+    trace: Path | None = None
 
 
 class Outcomes(list):
@@ -162,6 +164,8 @@ def _grade_class(options):
                 "timeout": options.timeout, "isolate": options.isolate,
                 "disk_mb": options.disk_mb, "cpu_s": options.cpu_s,
                 "hide": _hidden(course, options, scratch)}
+    if options.trace:
+        settings["trace"] = str(options.trace)
     # the grading processes start (and import) while templates are built
     starting = cluster.Starting(
         options.scheduler, jobs, settings,

@@ -46,6 +46,9 @@ import platform
 from pathlib import Path
 
 PROFILE = Path(__file__).with_name("seccomp-default.json")
+# What kernels call, recorded (scripts/record_syscalls.py): the names of
+# Docker's profile a kernel keeps, per machine
+RECORDED = Path(__file__).with_name("seccomp-kernel.json")
 # machine -> (Docker's name of the architecture, AUDIT_ARCH_*)
 ARCHES = {"x86_64": ("amd64", 0xC000003E),
           "aarch64": ("arm64", 0xC00000B7)}
@@ -97,14 +100,31 @@ def _applies(condition, arch, include):
         kernel and _kernel_at_least(kernel))
 
 
-def rules(profile=None, machine=None):
+def recorded(machine=None, path=None):
+    """The system calls kernels were recorded making on ``machine``
+    (a ``frozenset`` of names), or None where none were recorded."""
+    machine = machine or platform.machine()
+    try:
+        data = json.loads(Path(path or RECORDED).read_text())
+    except FileNotFoundError:
+        return None
+    entry = data["machines"].get(machine)
+    return None if entry is None else frozenset(entry["allowed"])
+
+
+def rules(profile=None, machine=None, allowed="recorded"):
     """``(default action, [(names, action, args), ...])`` of the
     profile (a path; the vendored one by default) for ``machine`` and no
-    capability; ``args`` are ``(index, operator, value, value_two)``."""
+    capability, keeping only the names in ``allowed``: by default what
+    kernels were recorded calling on ``machine`` (:func:`recorded`),
+    None for the whole profile (also where nothing was recorded);
+    ``args`` are ``(index, operator, value, value_two)``."""
     machine = machine or platform.machine()
     if machine not in ARCHES:
         raise Unavailable(f"no seccomp profile for {machine}")
     arch = ARCHES[machine][0]
+    if allowed == "recorded":
+        allowed = recorded(machine)
     data = json.loads(Path(profile or PROFILE).read_text())
     default = _action(data["defaultAction"], data.get("defaultErrnoRet"))
     found = []
@@ -112,15 +132,17 @@ def rules(profile=None, machine=None):
         if not (_applies(entry.get("includes"), arch, True)
                 and _applies(entry.get("excludes"), arch, False)):
             continue
+        action = _action(entry["action"], entry.get("errnoRet"))
+        # (an entry that refuses, with its own errno, is kept whole)
         names = [n for n in entry.get("names") or [entry["name"]]
-                 if n not in WITHHELD]
+                 if n not in WITHHELD and (allowed is None or n in allowed
+                                           or action != ALLOW)]
         if not names:
             continue
         args = tuple((a["index"], OPERATORS[a["op"]], a["value"],
                       a.get("valueTwo", 0)) for a in entry.get("args")
                      or ())
-        found.append((tuple(names), _action(entry["action"],
-                                            entry.get("errnoRet")), args))
+        found.append((tuple(names), action, args))
     return default, found
 
 
@@ -186,6 +208,11 @@ def compile_profile(profile=None, machine=None):
     machine = machine or platform.machine()
     default, found = rules(profile, machine)
     lib = _library()
+    # calls the whole profile knows, allowed or not, answer EPERM; newer
+    # ones ENOSYS (below)
+    highest = max((lib.seccomp_syscall_resolve_name(name.encode())
+                   for names, _, _ in rules(profile, machine, None)[1]
+                   for name in names), default=0)
     context = lib.seccomp_init(default)
     if not context:
         raise Unavailable("seccomp_init failed")
@@ -193,7 +220,6 @@ def compile_profile(profile=None, machine=None):
         lib.seccomp_attr_set(context, ATTRIBUTE_BAD_ARCH,
                              errno_action(errno.EPERM))
         lib.seccomp_attr_set(context, ATTRIBUTE_OPTIMIZE, 2)  # a tree
-        highest = 0
         for names, action, args in found:
             table = (_Argument * max(1, len(args)))(
                 *[_Argument(*a) for a in args])
@@ -201,7 +227,6 @@ def compile_profile(profile=None, machine=None):
                 number = lib.seccomp_syscall_resolve_name(name.encode())
                 if number < 0:  # not of this ABI, or newer than libseccomp
                     continue
-                highest = max(highest, number)
                 code = lib.seccomp_rule_add_array(context, action, number,
                                                   len(args), table)
                 if code < 0:

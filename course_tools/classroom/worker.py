@@ -58,7 +58,7 @@ def install_kernel(settings):
     other worker's kernel has; its kernels talk to it over ZMQ ``ipc``
     sockets in the box. nbgrader's ``set_permissions`` is made safe.
     """
-    from course_tools.classroom import box, launch
+    from course_tools.classroom import box, launch, syscalls
 
     scratch = Path(settings["scratch"])
     jupyter = scratch / "jupyter" / str(os.getpid())
@@ -81,10 +81,15 @@ def install_kernel(settings):
         argv += [f"--cgroup={g}" for g in kernel_box.groups]
         if settings.get("zygote", True):
             argv += _start_zygote(scratch)
+            if settings.get("trace"):
+                _SANDBOX["tracer"] = syscalls.attach(
+                    _SANDBOX["zygote"], settings["trace"])
     else:
         argv.append("--no-isolation")
     # the lean launcher (it hands over to the sandbox where it must)
     argv = launch.command_line(Path(launch.__file__).parents[2]) + argv
+    if settings.get("trace") and "tracer" not in _SANDBOX:
+        argv = syscalls.tracer_argv(settings["trace"]) + argv
     argv += [f"--hide={p}" for p in settings.get("hide", [])]
     argv += [f"--read-only={p}" for p in settings.get("read_only", [])]
     _SANDBOX["spec"] = folder / "kernel.json"
