@@ -250,6 +250,49 @@ def rule_findings(nb, names, released_sources):
     return verdicts, flags
 
 
+def helpers(nb, names, released_sources):
+    """``{exercise: {other exercise, ...}}``: the exercises of ``names``
+    whose student answer each answer runs (``bpe_encode`` calling the
+    student's ``merge_pair``), found as :func:`rule_findings` finds the
+    code an answer runs."""
+    trees = {i: _parsed(c.source) for i, c in enumerate(nb.cells)
+             if c.cell_type == "code"}
+    aliases = rules.aliases([t for t in trees.values() if t is not None])
+    ordered = sorted(student_cells(nb, released_sources, trees).items())
+    checked = checked_names(nb)
+    found = {}
+    for name in names:
+        wanted = checked.get(name) or {name}
+        ran = reach.executed(ordered, wanted, modules=set(aliases))
+        read = {n for body in ran.values() for statement in body
+                for n in reach.reads(statement)}
+        others = {n for n in names if n != name and n in read
+                  and n not in wanted}
+        if others:
+            found[name] = others
+    return found
+
+
+def _dependency_notes(nb, failed, used):
+    """Add to each failed test cell's error which of the student's
+    answers to other exercises its answer calls that fail their own
+    check: one mistake, said once where it is."""
+    for cell in test_cells(nb):
+        for name, _hidden in expected_checks(cell.source):
+            broken = sorted(used.get(name, set()) & failed)
+            if name not in failed or not broken:
+                continue
+            note = " ".join(
+                f"{name} calls your {other}, which fails its own check: "
+                f"fix {other} first, and {name} may pass with it."
+                for other in broken)
+            for output in cell.outputs:
+                if output.get("output_type") == "error":
+                    output["evalue"] += "\n" + note
+                    output["traceback"] = [
+                        f"{output['ename']}: {output['evalue']}"]
+
+
 def _copied(spec, source):
     for obj in spec.forbidden_reference[:1]:
         reference = _reference_source(obj)
@@ -640,6 +683,13 @@ class DecideVerdicts(NbGraderPreprocessor):
                 tree = _parsed(cell.source)
                 missing = (reach.cell_label(tree) if tree is not None
                            else "a cell of yours", package)
+        failed = {name for cell in test_cells(nb)
+                  if any(o.get("output_type") == "error"
+                         for o in cell.outputs)
+                  for name, _ in expected_checks(cell.source)}
+        if failed:
+            _dependency_notes(nb, failed, helpers(
+                nb, names, released_sources(resources, self.config)))
         if plain:
             flags.append(
                 f"test cells {', '.join(plain)} hold no check(...): "

@@ -585,3 +585,19 @@ def test_the_courses_own_mathematics_is_allowed():
         for segment in math.findall(source):
             used.update(re.findall(r"\\([A-Za-z]+)", segment))
     assert used and used <= text.TEX, sorted(used - text.TEX)
+
+
+def test_what_a_submission_costs_the_grader_counts_against_its_budget():
+    """The grader's CPU spent because of a submission (reading it, what
+    its kernel sent) adds to its kernel's against the submission's CPU
+    budget; past it, the submission is graded 0 with both figures."""
+    honest = {"scratch course": 0.3, "nbgrader set-up": 0.2,
+              "autograde (grader side)": 0.4, "kernel": 2.0,
+              "read results": 0.1}
+    assert worker.over_budget(honest, 600) is None
+    flood = dict(honest, **{"autograde (grader side)": 450.0,
+                            "kernel": 200.0})
+    said = worker.over_budget(flood, 600)
+    assert "651 s of CPU, past the 600 s" in said
+    assert "200 s in its kernel and 451 s in the grader" in said
+    assert worker.over_budget({"kernel": None, "read results": 1}, 0.5)

@@ -636,3 +636,41 @@ def test_the_grader_names_the_line_a_stopped_cell_was_running():
     where = harness.interrupted_at(nb.cells[1].outputs, sources)
     assert where == ("line 5 of your cell (in bpe_encode): "
                      "time.sleep(0.05)"), where
+
+
+def test_the_grader_names_a_failing_helper_exercise():
+    """In the grader's process too: a failed ``bpe_encode`` that calls
+    the student's own ``merge_pair``, which failed its own check, says
+    so; ``merge_pair``'s own failure says nothing of ``bpe_encode``, and
+    a ``bpe_encode`` that does not call it is told nothing."""
+    from nbformat.v4 import new_output
+
+    from tests.nbgrading import notebook_path, with_answers
+
+    wrong = DEPENDENT.split("\n\n\ndef bpe_encode")[0]
+    uses = "\ndef bpe_encode" + DEPENDENT.split("\ndef bpe_encode")[1] \
+        .replace("{body}", "x = merge_pair(x, pair, first_id + r)")
+    alone = ("def bpe_encode(ids, merges, first_id):\n"
+             "    return ids\n")
+    released = nbformat.read(notebook_path("11_tokens", "chapters"), 4)
+    sources = {c.source for c in released.cells}
+    names = ["merge_pair", "bpe_encode"]
+    for answer, told in ((uses, True), (alone, False)):
+        nb = with_answers(nbformat.read(notebook_path("11_tokens"), 4),
+                          {"merge_pair": "import torch\n" + wrong,
+                           "bpe_encode": answer})
+        assert verdicts.helpers(nb, names, sources) == (
+            {"bpe_encode": {"merge_pair"}} if told else {})
+        for cell in verdicts.test_cells(nb):
+            cell.outputs = [new_output(
+                "error", ename="GradingError", evalue="wrong",
+                traceback=["GradingError: wrong"])]
+        verdicts._dependency_notes(nb, set(names),
+                                   verdicts.helpers(nb, names, sources))
+        said = {name: cell.outputs[0]["evalue"]
+                for cell in verdicts.test_cells(nb)
+                for name, _ in verdicts.expected_checks(cell.source)
+                if name in names}
+        assert ("bpe_encode calls your merge_pair, which fails its own "
+                "check" in said["bpe_encode"]) == told, said
+        assert said["merge_pair"] == "wrong"

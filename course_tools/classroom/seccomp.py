@@ -1,13 +1,20 @@
-"""The system calls a kernel may make: Docker's default seccomp profile.
+"""The system calls a kernel may make: those kernels were recorded
+making, within Docker's default seccomp profile.
 
-A kernel's system calls are an allow-list, and an established one: the
-profile Docker and Moby apply to every container,
+A kernel's system calls are an allow-list: the calls kernels were seen
+making (``seccomp-kernel.json``, per machine, written by
+``scripts/record_syscalls.py`` from ``strace`` over every chapter's
+solution and the usual libraries: :mod:`.syscalls`), each on the terms
+of an established profile, the one Docker and Moby apply to every
+container,
 ``seccomp-default.json`` (moby/profiles, ``seccomp/default.json`` at
 commit cd3bed8, 2026-06-30; Apache License 2.0), read as Docker reads it
 (moby/profiles ``seccomp_linux.go``) for a process on this machine with
 no capability at all:
 
-- a system call the profile does not name fails with EPERM: ``unshare``,
+- a system call no kernel was recorded making fails with EPERM (where a
+  machine has no recording, Docker's whole profile applies), as does one
+  the profile does not name: ``unshare``,
   ``setns``, ``mount`` and the new mount API, ``bpf``, ``keyctl``,
   ``add_key``, ``request_key``, ``perf_event_open``, ``io_uring_*``,
   ``userfaultfd``, ``ptrace`` (with ``process_vm_readv``, ``kcmp``,

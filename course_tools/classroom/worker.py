@@ -640,6 +640,21 @@ def _timeout_reasons(timeout):
     return starved, reasons
 
 
+def over_budget(seconds, budget):
+    """Why a submission is past its CPU budget, counting what it cost
+    the grader (reading it, the outputs and messages of its kernel:
+    every step in ``seconds`` but the kernel's own) with what its kernel
+    used; None while within ``budget`` seconds."""
+    kernel = seconds.get("kernel") or 0.0
+    grader = sum(v for k, v in seconds.items() if k != "kernel")
+    if kernel + grader <= budget:
+        return None
+    return (f"grading it used {kernel + grader:.0f} s of CPU, past the "
+            f"{budget:g} s a submission may use: {kernel:.0f} s in its "
+            f"kernel and {grader:.0f} s in the grader (reading it and "
+            "what its kernel sent); graded 0")
+
+
 def grade(task, settings):
     """Grade one submission; return the result dictionary."""
     start = time.monotonic()
@@ -715,6 +730,12 @@ def grade(task, settings):
             reasons += events
         result["notebooks"], result["timestamp"] = read_scores(db, task)
         steps.done("read results")
+    from course_tools.classroom import box
+
+    past = over_budget(steps.seconds, settings.get("cpu_s", box.CPU_S))
+    if past and result["status"] == "graded":
+        result.update(status="failed", notebooks={})
+        reasons.append(past)
     result["reasons"] = reasons
     result["steps"] = steps.seconds
     result["seconds"] = round(time.monotonic() - start, 1)
