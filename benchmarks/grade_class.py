@@ -8,7 +8,9 @@ dies, an old notebook format, edited test cells), copies it into two
 identical course folders, grades one with ``nbgrader generate_assignment``
 + ``nbgrader autograde`` per chapter (serial, nbgrader's own way) and the
 other with ``python -m course_tools.classroom``, back to back, and compares
-every autograded score. Figures go to stdout and ``FOLDER/latest.json``.
+every autograded score. Figures go to stdout, ``FOLDER/latest.json`` and
+``grade_class.latest.json``, stamped with the grader's sources
+(``course_tools.records.grader_sources``).
 """
 
 import argparse
@@ -22,11 +24,13 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from nbgrader.api import Gradebook  # noqa: E402
 
+from course_tools import records  # noqa: E402
 from tests.nbgrading import notebook_path  # noqa: E402
 from tests.test_notebooks import build_submissions  # noqa: E402
 
@@ -155,7 +159,9 @@ def main():
         "left_ungraded_by_nbgrader": [list(k) for k in ungraded],
         "nbgrader_exit_nonzero": failed,
     }
+    figures = records.stamp(figures, records.grader_sources(__file__))
     (args.out / "latest.json").write_text(json.dumps(figures, indent=1))
+    records.write(figures, HERE / "grade_class.latest.json")
     print(result.stdout)
     print(json.dumps(figures, indent=1))
 

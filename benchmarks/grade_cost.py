@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import grade_class  # noqa: E402
 
+from course_tools import records  # noqa: E402
 from tests.nbgrading import _prepare_course, notebook_path  # noqa: E402
 
 CHAPTERS = sorted(p.name for p in (ROOT / "solutions").iterdir()
@@ -287,7 +288,8 @@ def main():
         if not args.no_nbgrader:
             figures["chapter_1_class"] = chapter_one_class(
                 args.class_size, folder)
-    args.out.write_text(json.dumps(figures, indent=1) + "\n")
+    figures = records.stamp(figures, records.grader_sources(__file__))
+    records.write(figures, args.out)
     print(json.dumps(figures, indent=1))
 
 

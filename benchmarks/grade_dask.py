@@ -38,6 +38,8 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
+from course_tools import records
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CLASS = 10_000  # submissions of the projection
@@ -182,8 +184,8 @@ def main():
         "all_grades_agree": True,
         f"projection_{CLASS}": projection(statistics.median(store)),
     }
-    (HERE / "grade_dask.latest.json").write_text(
-        json.dumps(figures, indent=1) + "\n")
+    figures = records.stamp(figures, records.grader_sources(__file__))
+    records.write(figures, HERE / "grade_dask.latest.json")
     print(json.dumps(figures, indent=1))
 
 
