@@ -212,9 +212,11 @@ def rule_findings(nb, names, released_sources):
                and c.metadata.get("nbgrader", {}).get("solution")}
     ordered = sorted(mine.items())
     analysed, verdicts, flags = {}, {}, []
+    until = _aliases_until(nb, trees, names)
     for name in names:
         analysed[name] = reach.executed(
-            ordered, checked.get(name) or {name}, modules=set(aliases))
+            ordered, checked.get(name) or {name},
+            modules=set(until[name]))
     reached = {id(s) for cells in analysed.values()
                for body in cells.values() for s in body}
     loose = []  # the grading machinery, in any cell the student wrote
@@ -232,9 +234,10 @@ def rule_findings(nb, names, released_sources):
         found, resolving = [], []
         for i, statements in analysed.get(name, {}).items():
             tree = reach.module(statements)
-            found += rules.uses(tree, **forbidden(spec), aliases=aliases,
-                                cell=i, label=labels[i])
-            resolving += rules.review(tree, aliases, cell=i,
+            found += rules.uses(tree, **forbidden(spec),
+                                aliases=until[name], cell=i,
+                                label=labels[i])
+            resolving += rules.review(tree, until[name], cell=i,
                                       label=labels[i])
         found = [f for f in found if f.owner != "grading"] + loose
         if found:
@@ -248,6 +251,24 @@ def rule_findings(nb, names, released_sources):
                              "course_lib's reference (names ignored): "
                              f"look at cell {answers[name]}")
     return verdicts, flags
+
+
+def _aliases_until(nb, trees, names):
+    """``{exercise: aliases}``: the imports and bindings of the cells
+    that ran before the exercise's test cell (where its check runs the
+    answer, so where a name the answer reads is looked up); all cells
+    for an exercise without a test cell."""
+    first, tests = {}, {id(cell) for cell in test_cells(nb)}
+    for index, cell in enumerate(nb.cells):
+        if id(cell) in tests:
+            for name, _hidden in expected_checks(cell.source):
+                first.setdefault(name, index)
+    found = {}
+    for name in names:
+        end = first.get(name, len(nb.cells))
+        found[name] = rules.aliases([t for i, t in sorted(trees.items())
+                                     if t is not None and i < end])
+    return found
 
 
 def helpers(nb, names, released_sources):

@@ -321,3 +321,23 @@ def test_nan_rows_are_named_in_the_first_line(exercise):
     assert "whose mask row is all False" in first, first
     assert "NaN weights" in first and "0/0" in first, first
     assert "fill the scores with -inf" not in first, first
+
+
+def test_a_name_means_what_it_is_bound_to_when_the_check_runs():
+    """An answer reading a name is judged on what the name is bound to
+    when its test cell runs the check, not on a binding of a later cell:
+    ``ref`` is ``course_lib.attention`` then (the set-up cell), ``math``
+    only afterwards, so the finding names course_lib's softmax."""
+    answer = nbformat.v4.new_code_cell(
+        "def softmax(x):\n    return ref.softmax(x)\n")
+    answer.metadata["nbgrader"] = {"solution": True, "grade": False,
+                                   "grade_id": "softmax", "locked": False}
+    test = nbformat.v4.new_code_cell('check("softmax", softmax)')
+    test.metadata["nbgrader"] = {"solution": False, "grade": True,
+                                 "grade_id": "test_softmax",
+                                 "locked": True, "points": 1}
+    later = nbformat.v4.new_code_cell("import math as ref\n")
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(SETUP), answer, test, later])
+    found, _ = rule_findings(notebook, ["softmax"], {SETUP})
+    assert "calls course_lib's softmax" in found.get("softmax", ""), found
