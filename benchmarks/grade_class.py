@@ -10,7 +10,7 @@ identical course folders, grades one with ``nbgrader generate_assignment``
 other with ``python -m course_tools.classroom``, back to back, and compares
 every autograded score. Figures go to stdout, ``FOLDER/latest.json`` and
 ``grade_class.latest.json``, stamped with the grader's sources
-(``course_tools.records.grader_sources``).
+(``grader_sources``).
 """
 
 import argparse
@@ -33,6 +33,24 @@ from nbgrader.api import Gradebook  # noqa: E402
 from course_tools import records  # noqa: E402
 from tests.nbgrading import notebook_path  # noqa: E402
 from tests.test_notebooks import build_submissions  # noqa: E402
+
+# What a grading benchmark's figures depend on: the grader that runs the
+# submissions (how they are scheduled, confined, judged and stored).
+GRADER = ("course_tools/classroom", "course_tools/verdicts.py",
+          "course_tools/autograde_steps.py", "course_lib/grading",
+          "nbgrader_config.py")
+
+
+def grader_sources(*extra):
+    """The grader's Python files (``GRADER``) and ``extra`` (the
+    benchmark's own ``__file__``): what grade_class, grade_cost and
+    grade_dask stamp their records with."""
+    found = []
+    for name in GRADER:
+        path = ROOT / name
+        found += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return found + [Path(p) for p in extra]
+
 
 CHAPTERS = ("01_attention_coefficients", "02_self_attention",
             "03_multi_head_attention")
@@ -159,7 +177,7 @@ def main():
         "left_ungraded_by_nbgrader": [list(k) for k in ungraded],
         "nbgrader_exit_nonzero": failed,
     }
-    figures = records.stamp(figures, records.grader_sources(__file__))
+    figures = records.stamp(figures, grader_sources(__file__))
     (args.out / "latest.json").write_text(json.dumps(figures, indent=1))
     records.write(figures, HERE / "grade_class.latest.json")
     print(result.stdout)

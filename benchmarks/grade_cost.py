@@ -288,7 +288,7 @@ def main():
         if not args.no_nbgrader:
             figures["chapter_1_class"] = chapter_one_class(
                 args.class_size, folder)
-    figures = records.stamp(figures, records.grader_sources(__file__))
+    figures = records.stamp(figures, grade_class.grader_sources(__file__))
     records.write(figures, args.out)
     print(json.dumps(figures, indent=1))
 

@@ -184,7 +184,9 @@ def main():
         "all_grades_agree": True,
         f"projection_{CLASS}": projection(statistics.median(store)),
     }
-    figures = records.stamp(figures, records.grader_sources(__file__))
+    from grade_class import grader_sources
+
+    figures = records.stamp(figures, grader_sources(__file__))
     records.write(figures, HERE / "grade_dask.latest.json")
     print(json.dumps(figures, indent=1))
 

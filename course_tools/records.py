@@ -143,24 +143,6 @@ def loaded_sources(*extra, package="course_lib", root=ROOT):
                    if p.resolve().is_relative_to(root)})
 
 
-# What a grading benchmark's figures depend on: the grader that runs the
-# submissions (how they are scheduled, confined, judged and stored).
-GRADER = ("course_tools/classroom", "course_tools/verdicts.py",
-          "course_tools/autograde_steps.py", "course_lib/grading",
-          "nbgrader_config.py")
-
-
-def grader_sources(*extra, root=ROOT):
-    """The grader's Python files (``GRADER``) and ``extra`` (the
-    benchmark's own ``__file__``)."""
-    root = Path(root).resolve()
-    found = []
-    for name in GRADER:
-        path = root / name
-        found += sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    return found + [Path(p) for p in extra]
-
-
 def stamp(part, paths, *, root=ROOT):
     """``part`` (a dict of figures) with ``"sources"``: the digests of
     the files ``paths`` it was computed from."""

@@ -13,7 +13,8 @@ import re
 STYLE = """body{font-family:sans-serif;max-width:52em;margin:2em auto;
 line-height:1.45}table{border-collapse:collapse;width:100%}
 td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;text-align:left}
-.ok{color:#17663a}.bad{color:#a31515}.part{color:#8a5a00}pre{white-space:pre-wrap;margin:0}"""
+.ok{color:#17663a}.bad{color:#a31515}.part{color:#8a5a00}
+pre{white-space:pre-wrap;margin:0}"""
 HIDDEN_CALL = re.compile(r"check\((['\"])(\w+)\1,\s*\w+,\s*hidden=True\)")
 
 
