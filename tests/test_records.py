@@ -22,7 +22,6 @@ AWAITING_STAMP = {
     "grade_class.latest.json": "benchmarks/grade_class.py",
     "grade_cost.latest.json": "benchmarks/grade_cost.py",
     "grade_dask.latest.json": "benchmarks/grade_dask.py",
-    "test_suite.latest.json": "benchmarks/test_suite.py",
 }
 # chapter_times.py stamps each chapter it runs (--only NN); a chapter
 # measured before the stamps existed waits here for its re-run
