@@ -19,7 +19,6 @@ SHIPPED = sorted((ROOT / "course_lib" / "data").glob("*.json"))
 # (the test below fails once it carries a stamp). Each costs the whole
 # course's grading or test suite, more than a shared 2-core machine gives.
 AWAITING_STAMP = {
-    "grade_class.latest.json": "benchmarks/grade_class.py",
     "grade_cost.latest.json": "benchmarks/grade_cost.py",
     "grade_dask.latest.json": "benchmarks/grade_dask.py",
 }
