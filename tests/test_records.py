@@ -20,7 +20,6 @@ SHIPPED = sorted((ROOT / "course_lib" / "data").glob("*.json"))
 # course's grading or test suite, more than a shared 2-core machine gives.
 AWAITING_STAMP = {
     "grade_cost.latest.json": "benchmarks/grade_cost.py",
-    "grade_dask.latest.json": "benchmarks/grade_dask.py",
 }
 # chapter_times.py stamps each chapter it runs (--only NN); a chapter
 # measured before the stamps existed waits here for its re-run
