@@ -18,9 +18,7 @@ SHIPPED = sorted((ROOT / "course_lib" / "data").glob("*.json"))
 # re-measures it; a record leaves this list when its benchmark is re-run
 # (the test below fails once it carries a stamp). Each costs the whole
 # course's grading or test suite, more than a shared 2-core machine gives.
-AWAITING_STAMP = {
-    "grade_cost.latest.json": "benchmarks/grade_cost.py",
-}
+AWAITING_STAMP = {}  # none left (2026-11-29)
 # chapter_times.py stamps each chapter it runs (--only NN); a chapter
 # measured before the stamps existed waits here for its re-run
 CHAPTERS_AWAITING_STAMP = set()
