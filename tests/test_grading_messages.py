@@ -671,6 +671,7 @@ def test_the_grader_names_a_failing_helper_exercise():
                 for cell in verdicts.test_cells(nb)
                 for name, _ in verdicts.expected_checks(cell.source)
                 if name in names}
-        assert ("bpe_encode calls your merge_pair, which fails its own "
-                "check" in said["bpe_encode"]) == told, said
+        assert said["bpe_encode"].count(
+            "bpe_encode calls your merge_pair, which fails its own "
+            "check") == told, said
         assert said["merge_pair"] == "wrong"
